@@ -1,0 +1,4 @@
+"""python -m attnbench"""
+from .cli.main import main
+
+raise SystemExit(main())

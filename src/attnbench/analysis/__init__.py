@@ -1,0 +1,1 @@
+"""Statistics, winners and ceilings: pure functions on DataFrames read from the store."""

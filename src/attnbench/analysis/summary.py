@@ -1,0 +1,69 @@
+"""Best backend per workload with its time, throughput and share of the measured device ceiling."""
+from __future__ import annotations
+
+import pandas as pd
+
+WORKLOAD_COLS = ["device_name", "mode", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim",
+                 "head_dim_v", "dtype", "causal", "causal_align", "layout", "launch", "l2"]
+
+
+def ceilings_by_device(runs: list[dict]) -> dict[str, dict]:
+    """Latest measured ceilings per device model (copy GB/s, matmul TFLOP/s per dtype)."""
+    out: dict[str, dict] = {}
+    for r in runs:  # runs come oldest first; later runs overwrite
+        c = (r.get("provenance") or {}).get("ceilings")
+        if c and r.get("device_name"):
+            out[r["device_name"]] = c
+    return out
+
+
+def per_backend(df: pd.DataFrame) -> pd.DataFrame:
+    """One line per (workload, backend) over OK rows: median of per-repeat medians, worst p95, repeats."""
+    ok = df[df["status"] == "OK"]
+    if ok.empty:
+        return pd.DataFrame(columns=WORKLOAD_COLS + ["workload_key", "backend", "role", "median_us", "p95_us",
+                                                     "repeats", "flops", "bytes"])
+    g = ok.groupby(["workload_key", "backend"], sort=False)
+    agg = g.agg(median_us=("median_us", "median"), p95_us=("p95_us", "max"), repeats=("repeat", "nunique"),
+                role=("role", "first"), flops=("flops", "first"), bytes=("bytes", "first"),
+                **{c: (c, "first") for c in WORKLOAD_COLS})
+    return agg.reset_index()
+
+
+def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bool = False) -> pd.DataFrame:
+    """Fastest contestant per workload (accuracy references excluded unless asked), runner-up ratio,
+    throughput (TFLOP/s, or modelled GB/s for decode) and % of the device's measured ceiling."""
+    pb = per_backend(df)
+    if not include_references:
+        pb = pb[pb["role"] != "accuracy_reference"]
+    ceil = ceilings_by_device(runs)
+    rows = []
+    for key, grp in pb.groupby("workload_key", sort=False):
+        grp = grp.sort_values("median_us")
+        best = grp.iloc[0]
+        rec = {c: best[c] for c in WORKLOAD_COLS}
+        rec.update(workload_key=key, best=best["backend"], median_us=best["median_us"], p95_us=best["p95_us"],
+                   repeats=int(best["repeats"]), contestants=len(grp))
+        if len(grp) > 1:
+            rec["runner_up"] = grp.iloc[1]["backend"]
+            rec["ratio"] = grp.iloc[1]["median_us"] / best["median_us"]
+        c = ceil.get(best["device_name"], {})
+        if best["mode"] == "decode":
+            rec["metric"] = "GB/s"
+            rec["value"] = best["bytes"] / (best["median_us"] * 1e-6) / 1e9
+            top = c.get("copy_gbps")
+        else:
+            rec["metric"] = "TFLOP/s"
+            rec["value"] = best["flops"] / (best["median_us"] * 1e-6) / 1e12
+            top = c.get(f"matmul_tflops_{best['dtype']}")
+        rec["pct_ceiling"] = 100.0 * rec["value"] / top if top else None
+        rows.append(rec)
+    return pd.DataFrame(rows)
+
+
+def status_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Attempts per backend and status (the run-outcome table)."""
+    if df.empty:
+        return pd.DataFrame()
+    return df.pivot_table(index="backend", columns="status", values="attempt_key", aggfunc="count",
+                          fill_value=0)

@@ -1,0 +1,145 @@
+"""The Backend contract: declared capabilities, supports() with a reason, prepare() -> callable."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..workloads import MODES, Workload
+from ..workloads.models import input_bytes
+
+CONTESTANT = "contestant"
+ACCURACY_REFERENCE = "accuracy_reference"
+
+
+class Rejected(Exception):
+    """Raised by prepare() or the first call when the library refuses the configuration.
+
+    The runner records it as UNSUPPORTED with the message as reason."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What supports() may look at: the device type and, for CUDA, name and capability."""
+
+    type: str  # "cpu" | "cuda"
+    name: str = "cpu"
+    capability: tuple[int, int] | None = None
+    total_memory: int | None = None  # bytes
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DeviceInfo":
+        cap = d.get("capability")
+        return cls(d["type"], d.get("name", d["type"]), tuple(cap) if cap else None, d.get("total_memory"))
+
+
+@dataclass
+class Inputs:
+    """Tensors of one workload, in the workload's layout.
+
+    q (B, Hq, Nq, D), k (B, Hkv, Nkv, D), v (B, Hkv, Nkv, Dv) for BHND; (B, N, H, D) for BNHD.
+    `out` is a NaN-poisoned output buffer for backends that declare `writes_out`; `do` is the
+    given output gradient for train_fwd_bwd."""
+
+    q: Any
+    k: Any
+    v: Any
+    do: Any = None
+    out: Any = None
+    scale: float = 1.0
+
+
+@dataclass
+class Backend:
+    """A backend declares what it can run; the runner enforces every gate the same way for all.
+
+    Subclasses (or instances of this class with `fn_factory`) implement `prepare`."""
+
+    name: str
+    family: str  # library family: reference, sdpa, flex, compile, plugin, ...
+    role: str = CONTESTANT  # contestant | accuracy_reference
+    kernel_families: dict[str, frozenset[str]] = field(default_factory=dict)  # device type -> families
+    modes: tuple[str, ...] = MODES
+    dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    max_head_dim: int | None = None
+    head_dim_multiple: int = 1
+    supports_gqa: bool = True
+    supports_dropout: bool = False  # dropout output cannot be checked against a deterministic reference
+    supports_graph: bool = True
+    layouts: tuple[str, ...] = ("BHND", "BNHD")
+    min_capability: tuple[int, int] | None = None
+    # "worker": the repeat's shared worker; "backend": a worker of its own per repeat (compile-based
+    # backends: no other backend's compiler state); "attempt": a fresh process for every attempt
+    isolation: str = "worker"
+    writes_out: bool = False  # prepare() writes into inputs.out (poisoned) instead of allocating
+    description: str = ""
+
+    # ---- availability -----------------------------------------------------------------------
+    def availability(self) -> str | None:
+        """None when importable and usable here, else why not."""
+        return None
+
+    def version(self) -> str | None:
+        try:
+            import torch
+
+            return torch.__version__
+        except ImportError:
+            return None
+
+    # ---- capability ---------------------------------------------------------------------------
+    def supports(self, w: Workload, dev: DeviceInfo) -> str | None:
+        """None when this backend can run `w` on `dev`, else a one-line reason."""
+        if dev.type not in self.devices:
+            return f"{self.name} does not run on {dev.type}"
+        if w.mode not in self.modes:
+            return f"mode {w.mode} not offered (offers {', '.join(self.modes)})"
+        if w.dtype not in self.dtypes:
+            return f"dtype {w.dtype} not offered (offers {', '.join(self.dtypes)})"
+        if w.layout not in self.layouts:
+            return f"layout {w.layout} not offered"
+        if self.max_head_dim and max(w.head_dim, w.head_dim_v) > self.max_head_dim:
+            return f"head_dim {max(w.head_dim, w.head_dim_v)} > {self.max_head_dim}"
+        if w.head_dim % self.head_dim_multiple or w.head_dim_v % self.head_dim_multiple:
+            return f"head_dim must be a multiple of {self.head_dim_multiple}"
+        if w.kv_heads != w.q_heads and not self.supports_gqa:
+            return f"{w.attention_kind} (q_heads {w.q_heads} != kv_heads {w.kv_heads}) not offered"
+        if w.dropout > 0 and not self.supports_dropout:
+            return "dropout > 0: output cannot be validated against a deterministic float64 reference"
+        if w.launch == "graph" and (dev.type != "cuda" or not self.supports_graph):
+            return "CUDA-graph launch needs a CUDA device" if dev.type != "cuda" else "not graph-capturable"
+        if w.l2 == "cold" and dev.type != "cuda":
+            return "l2=cold is defined for CUDA devices only"
+        if self.min_capability and dev.capability and tuple(dev.capability) < self.min_capability:
+            cc = "%d.%d" % tuple(self.min_capability)
+            return f"needs compute capability >= {cc}, device has {dev.capability[0]}.{dev.capability[1]}"
+        return self.extra_supports(w, dev)
+
+    def extra_supports(self, w: Workload, dev: DeviceInfo) -> str | None:
+        """Backend-specific limits beyond the declared fields."""
+        return None
+
+    def expected_kernels(self, device_type: str) -> frozenset[str]:
+        """Kernel families the dispatch probe must observe for this backend on this device."""
+        return self.kernel_families.get(device_type, frozenset())
+
+    def memory_estimate(self, w: Workload) -> int:
+        """Predicted peak bytes of one attempt (inputs included); fused kernels need ~inputs."""
+        return int(input_bytes(w) * 1.5)
+
+    # ---- execution ----------------------------------------------------------------------------
+    def prepare(self, w: Workload, inputs: Inputs) -> Callable[[], Any]:
+        """Return a zero-argument forward callable producing O in the workload's layout."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "family": self.family,
+            "role": self.role,
+            "isolation": self.isolation,
+            "modes": list(self.modes),
+            "dtypes": list(self.dtypes),
+            "devices": list(self.devices),
+            "description": self.description,
+        }

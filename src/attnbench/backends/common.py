@@ -1,0 +1,38 @@
+"""Layout views and the masking rule shared by every backend and by the correctness check."""
+from __future__ import annotations
+
+
+def to_bhnd(t, layout: str):
+    """View a (B, N, H, D) tensor as (B, H, N, D); BHND tensors pass through."""
+    return t.transpose(1, 2) if layout == "BNHD" else t
+
+
+def from_bhnd(t, layout: str):
+    return t.transpose(1, 2) if layout == "BNHD" else t
+
+
+def causal_offset(q_len: int, kv_len: int, align: str) -> int:
+    """Query i may see key j iff j <= i + offset."""
+    return kv_len - q_len if align == "bottom_right" else 0
+
+
+def keep_mask(q_len: int, kv_len: int, align: str, device):
+    """(Nq, Nkv) boolean mask, True where a (query, key) pair is attended."""
+    import torch
+
+    i = torch.arange(q_len, device=device)[:, None]
+    j = torch.arange(kv_len, device=device)[None, :]
+    return j <= i + causal_offset(q_len, kv_len, align)
+
+
+def sdpa_mask_args(q_len: int, kv_len: int, causal: bool, align: str) -> dict:
+    """How SDPA expresses the causal rule: is_causal (top-left), a lower-right CausalBias, or nothing."""
+    if not causal:
+        return {}
+    if align == "top_left" or q_len == kv_len:
+        return {"is_causal": True}
+    if q_len == 1:
+        return {}  # bottom-right at one query token sees every key
+    from torch.nn.attention.bias import causal_lower_right
+
+    return {"attn_mask": causal_lower_right(q_len, kv_len)}

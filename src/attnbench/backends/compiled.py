@@ -1,0 +1,43 @@
+"""torch.compile of the unfused reference: whatever Inductor makes of plain attention."""
+from __future__ import annotations
+
+from ..workloads import Workload
+from .base import CONTESTANT, Backend, Inputs
+from .common import from_bhnd, to_bhnd
+from .reference import attention_math
+
+
+class Compiled(Backend):
+    def prepare(self, w: Workload, inputs: Inputs):
+        import torch
+
+        torch._dynamo.reset()  # see flex.py: no recompile history can leak into this attempt
+        q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        compiled = torch.compile(attention_math, dynamic=False)
+
+        def fn():
+            return from_bhnd(compiled(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+
+        return fn
+
+    def memory_estimate(self, w: Workload) -> int:
+        from .reference import Reference
+
+        return Reference.memory_estimate(self, w)
+
+
+def make() -> list[Backend]:
+    return [
+        Compiled(
+            name="compile",
+            family="compile",
+            role=CONTESTANT,
+            isolation="backend",
+            # Inductor may emit Triton kernels, keep extern GEMMs, or pattern-match to an SDPA kernel.
+            kernel_families={
+                "cuda": frozenset({"triton", "unfused-gemm", "pytorch-flash", "cutlass-fmha", "cudnn"}),
+                "cpu": frozenset({"inductor", "pytorch-flash-cpu", "unfused-gemm"}),
+            },
+            description="torch.compile of the unfused reference",
+        )
+    ]

@@ -1,0 +1,60 @@
+"""FlexAttention compiled with torch.compile, causal rules as block masks."""
+from __future__ import annotations
+
+from ..workloads import Workload
+from .base import CONTESTANT, Backend, DeviceInfo, Inputs
+from .common import causal_offset, from_bhnd, to_bhnd
+
+
+class Flex(Backend):
+    def availability(self) -> str | None:
+        try:
+            from torch.nn.attention import flex_attention  # noqa: F401
+        except ImportError as e:
+            return f"torch.nn.attention.flex_attention not importable: {e}"
+        return None
+
+    def extra_supports(self, w: Workload, dev: DeviceInfo) -> str | None:
+        if dev.type == "cpu" and w.mode in ("train_fwd", "train_fwd_bwd"):
+            return "FlexAttention has no backward on CPU (and refuses grad-requiring inputs there)"
+        if w.head_dim & (w.head_dim - 1) or w.head_dim_v & (w.head_dim_v - 1):
+            return "FlexAttention's kernels need power-of-two head dims"
+        return None
+
+    def prepare(self, w: Workload, inputs: Inputs):
+        import torch
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        # A fresh dynamo state per attempt: recompiles of earlier shapes cannot push this
+        # attempt past the recompile limit onto the eager (unfused) path.
+        torch._dynamo.reset()
+        q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        block_mask = None
+        if w.causal:
+            off = causal_offset(w.q_len, w.kv_len, w.causal_align)
+
+            def causal(b, h, qi, kj):
+                return kj <= qi + off
+
+            block_mask = create_block_mask(causal, None, None, w.q_len, w.kv_len, device=q.device)
+        compiled = torch.compile(flex_attention, dynamic=False)
+        gqa = w.kv_heads != w.q_heads
+
+        def fn():
+            return from_bhnd(compiled(q, k, v, block_mask=block_mask, scale=inputs.scale, enable_gqa=gqa),
+                             w.layout)
+
+        return fn
+
+
+def make() -> list[Backend]:
+    return [
+        Flex(
+            name="flex",
+            family="flex",
+            role=CONTESTANT,
+            isolation="backend",
+            kernel_families={"cuda": frozenset({"triton"}), "cpu": frozenset({"inductor"})},
+            description="torch.compile(flex_attention) with a block mask for causal",
+        )
+    ]

@@ -1,0 +1,49 @@
+"""Unfused PyTorch attention: the accuracy reference, runnable on any device and dtype."""
+from __future__ import annotations
+
+from ..workloads import Workload
+from ..workloads.models import input_bytes, score_matrix_bytes
+from .base import ACCURACY_REFERENCE, Backend, Inputs
+from .common import from_bhnd, keep_mask, to_bhnd
+
+
+def attention_math(q, k, v, causal: bool, align: str, scale: float):
+    """Plain softmax(QK^T·scale)V on (B, H, N, D) tensors in their own dtype; GQA by expansion."""
+    import torch
+
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale  # (B, H, Nq, Nkv)
+    if causal:
+        s = s.masked_fill(~keep_mask(q.shape[2], k.shape[2], align, q.device), float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return torch.matmul(p, v)  # (B, H, Nq, Dv)
+
+
+class Reference(Backend):
+    def prepare(self, w: Workload, inputs: Inputs):
+        q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+
+        def fn():
+            return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+
+        return fn
+
+    def memory_estimate(self, w: Workload) -> int:
+        # scores, probabilities (and their grads) are materialised: (B, Hq, Nq, Nkv) each
+        n = 6 if w.needs_grad else 3
+        return input_bytes(w) * 2 + n * score_matrix_bytes(w, 4)
+
+
+def make() -> list[Backend]:
+    return [
+        Reference(
+            name="reference",
+            family="reference",
+            role=ACCURACY_REFERENCE,
+            kernel_families={"cuda": frozenset({"unfused-gemm"}), "cpu": frozenset({"unfused-gemm"})},
+            description="unfused PyTorch matmul-softmax-matmul in the workload dtype",
+        )
+    ]

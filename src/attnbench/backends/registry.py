@@ -1,0 +1,91 @@
+"""The explicit list of backends, and the one door plugins enter by (--plugin FILE.py, entry points)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from . import compiled, flex, reference, sdpa
+from .base import Backend
+
+BUILTIN_MODULES = (reference, sdpa, flex, compiled)  # order is the listing order
+ENTRY_POINT_GROUP = "attnbench.backends"
+
+
+class BackendError(ValueError):
+    """Unknown backend name, broken plugin, or clashing names."""
+
+
+def builtin() -> list[Backend]:
+    return [b for m in BUILTIN_MODULES for b in m.make()]
+
+
+def _as_list(obj, origin: str) -> list[Backend]:
+    if callable(obj) and not isinstance(obj, Backend):
+        obj = obj()
+    items = [obj] if isinstance(obj, Backend) else list(obj or [])
+    for b in items:
+        if not isinstance(b, Backend):
+            raise BackendError(f"{origin}: {b!r} is not an attnbench Backend")
+    return items
+
+
+def load_plugin_file(path: str | Path) -> list[Backend]:
+    """A plugin file defines BACKENDS (a list) or backends() returning one."""
+    p = Path(path).resolve()
+    if not p.is_file():
+        raise BackendError(f"plugin file not found: {path}")
+    mod_name = f"attnbench_plugin_{abs(hash(str(p)))}"
+    if mod_name in sys.modules:
+        mod = sys.modules[mod_name]
+    else:
+        spec = importlib.util.spec_from_file_location(mod_name, p)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except Exception as e:  # a plugin's own bug is bad input: one line, exit 2
+            del sys.modules[mod_name]
+            raise BackendError(f"plugin {path} failed to import: {type(e).__name__}: {e}") from None
+    obj = getattr(mod, "BACKENDS", None) or getattr(mod, "backends", None)
+    if obj is None:
+        raise BackendError(f"plugin {path} defines neither BACKENDS nor backends()")
+    return _as_list(obj, str(path))
+
+
+def entry_point_backends() -> list[Backend]:
+    out = []
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            out += _as_list(ep.load(), f"entry point {ep.name}")
+        except BackendError:
+            raise
+        except Exception as e:
+            raise BackendError(f"entry point {ep.name} failed to load: {type(e).__name__}: {e}") from None
+    return out
+
+
+def all_backends(plugins: list[str] | tuple[str, ...] = ()) -> list[Backend]:
+    """Built-ins, then entry-point plugins, then --plugin files; names must be unique."""
+    out = builtin() + entry_point_backends()
+    for p in plugins:
+        out += load_plugin_file(p)
+    seen: set[str] = set()
+    for b in out:
+        if b.name in seen:
+            raise BackendError(f"two backends are named {b.name!r}")
+        seen.add(b.name)
+    return out
+
+
+def select(names: list[str] | None, plugins=()) -> list[Backend]:
+    """The named backends (all when names is None), in registry order."""
+    everything = all_backends(plugins)
+    if not names:
+        return everything
+    by_name = {b.name: b for b in everything}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise BackendError(f"unknown backend {unknown[0]!r}; known: {', '.join(by_name)}")
+    return [by_name[n] for n in dict.fromkeys(names)]

@@ -1,0 +1,76 @@
+"""PyTorch scaled_dot_product_attention, one backend per kernel, each pinned so none can fall back."""
+from __future__ import annotations
+
+import warnings
+
+from ..workloads import Workload
+from ..workloads.models import input_bytes, score_matrix_bytes
+from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Rejected
+from .common import from_bhnd, sdpa_mask_args, to_bhnd
+
+_NO_KERNEL = "No viable backend"
+
+
+class Sdpa(Backend):
+    kernel: str = "MATH"  # member name of torch.nn.attention.SDPBackend
+
+    def extra_supports(self, w: Workload, dev: DeviceInfo) -> str | None:
+        if self.kernel == "CUDNN_ATTENTION" and w.causal and w.causal_align == "bottom_right" \
+                and 1 < w.q_len < w.kv_len:
+            return "bottom-right causal with q_len < kv_len has no cuDNN path through SDPA"
+        return None
+
+    def prepare(self, w: Workload, inputs: Inputs):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        pinned = [getattr(SDPBackend, self.kernel)]
+        q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        extra = sdpa_mask_args(w.q_len, w.kv_len, w.causal, w.causal_align)
+        gqa = w.kv_heads != w.q_heads
+
+        def fn():
+            with sdpa_kernel(pinned):
+                o = F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, enable_gqa=gqa, **extra)
+            return from_bhnd(o, w.layout)
+
+        def first_call():
+            # The library decides what it accepts: a refusal is UNSUPPORTED in its own words.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    return fn()
+                except RuntimeError as e:
+                    if _NO_KERNEL not in str(e):
+                        raise
+                    why = "; ".join(dict.fromkeys(str(c.message).split("\n")[0] for c in caught))
+                    raise Rejected(f"SDPA refused {self.kernel}: {why or str(e).splitlines()[0]}") from None
+
+        fn.first_call = first_call
+        return fn
+
+    def memory_estimate(self, w: Workload) -> int:
+        if self.kernel == "MATH":
+            n = 6 if w.needs_grad else 3
+            return input_bytes(w) * 2 + n * score_matrix_bytes(w, 4)
+        return super().memory_estimate(w)
+
+
+def make() -> list[Backend]:
+    fused = dict(family="sdpa", role=CONTESTANT)
+    out = [
+        Sdpa(name="sdpa-math", family="sdpa", role=ACCURACY_REFERENCE,
+             kernel_families={"cuda": frozenset({"unfused-gemm"}), "cpu": frozenset({"unfused-gemm"})},
+             description="SDPA pinned to its math (unfused) kernel"),
+        Sdpa(name="sdpa-flash", kernel_families={"cuda": frozenset({"pytorch-flash"}),
+                                                 "cpu": frozenset({"pytorch-flash-cpu"})},
+             dtypes=("fp32", "bf16", "fp16"), description="SDPA pinned to its FlashAttention-2 kernel", **fused),
+        Sdpa(name="sdpa-efficient", devices=("cuda",), kernel_families={"cuda": frozenset({"cutlass-fmha"})},
+             description="SDPA pinned to its memory-efficient (CUTLASS) kernel", **fused),
+        Sdpa(name="sdpa-cudnn", devices=("cuda",), dtypes=("bf16", "fp16"), min_capability=(8, 0),
+             kernel_families={"cuda": frozenset({"cudnn"})},
+             description="SDPA pinned to its cuDNN kernel", **fused),
+    ]
+    for b, kernel in zip(out, ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")):
+        b.kernel = kernel
+    return out

@@ -1,0 +1,1 @@
+"""Command line: argument parsing, progress, logging handlers."""

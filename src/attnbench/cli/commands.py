@@ -1,0 +1,218 @@
+"""The subcommands. Everything is validated before anything is written."""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .main import UsageError
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _default_device() -> str:
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def _check_device(device: str) -> str:
+    if device == "cpu":
+        return device
+    if device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"device {device} requested but no CUDA device is visible")
+        n = torch.cuda.device_count()
+        if ":" in device and int(device[5:]) >= n:
+            raise UsageError(f"device {device} does not exist (this host has {n} CUDA device(s))")
+        return device
+    raise UsageError(f"bad --device {device!r}: use cpu, cuda or cuda:N")
+
+
+def select_workloads(args):
+    """Grid (named or YAML) narrowed by --modes, --seqlen, --causal, --dtype."""
+    from ..workloads import DTYPES, MODES
+    from ..workloads.grids import get_grid, load_yaml_grid, parse_size
+
+    if args.config:
+        name, ws = load_yaml_grid(args.config)
+    else:
+        name = args.grid
+        ws = get_grid(name)
+    if args.modes:
+        bad = [m for m in args.modes if m not in MODES]
+        if bad:
+            raise UsageError(f"unknown mode {bad[0]!r}; modes: {', '.join(MODES)}")
+        ws = [w for w in ws if w.mode in args.modes]
+    if args.dtype:
+        bad = [d for d in args.dtype if d not in DTYPES]
+        if bad:
+            raise UsageError(f"unknown dtype {bad[0]!r}; dtypes: {', '.join(DTYPES)}")
+        ws = [w for w in ws if w.dtype in args.dtype]
+    if args.seqlen:
+        keep = {parse_size(s) for s in args.seqlen}
+        ws = [w for w in ws if w.kv_len in keep]
+    if args.causal != "both":
+        ws = [w for w in ws if w.causal == (args.causal == "true")]
+    if not ws:
+        raise UsageError(f"no workload of grid {name!r} is left after the filters")
+    return name, ws
+
+
+def cmd_run(args, argv) -> int:
+    from ..backends.base import DeviceInfo
+    from ..backends.registry import select
+    from ..measure.timing import TimingConfig
+    from ..runner.planner import plan
+    from ..runner.sweep import Sweep, SweepConfig, new_run_id
+    from ..store.db import Store
+    from .progress import SweepProgress, summary
+
+    device = _check_device(args.device or _default_device())
+    if args.grid is None and args.config is None:
+        args.grid = "smoke" if device == "cpu" else "quick"
+    grid_name, workloads = select_workloads(args)
+    backends = select(args.backends, args.plugin)
+    if args.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    db = Path(args.db)
+    if not db.parent.exists():
+        raise UsageError(f"directory of --db does not exist: {db.parent}")
+    if args.max_time is not None and args.max_time <= 0:
+        raise UsageError("--max-time must be positive")
+    timing = TimingConfig.for_device(device, args.max_time)
+    cfg = SweepConfig(device=device, plugins=[str(Path(p).resolve()) for p in args.plugin],
+                      timeout_s=args.timeout, seed=args.seed, tol=args.tol, timing=timing, tag=args.tag,
+                      log_path=str(db.with_name(db.name + ".log")), strict_isolation=args.strict_isolation)
+    store = Store(db) if not args.dry_run else None
+    run_id = new_run_id()
+    sweep = Sweep(store, cfg, None, run_id)
+    try:
+        with err.status(f"starting a worker on {device} and measuring its ceilings..."):
+            prov = sweep.provenance()
+        dev = DeviceInfo.from_dict(prov["device"])
+        sweep.dev = dev
+        attempts = plan(workloads, backends, dev, args.repeats, args.tag, args.seed)
+        if args.dry_run:
+            from collections import Counter
+
+            c = Counter(a.planned.value if a.planned else "TO_RUN" for a in attempts)
+            out.print(f"{len(workloads)} workloads × {len(backends)} backends × {args.repeats} repeats = "
+                      f"{len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+            return 0
+        store.start_run(run_id, args.tag, grid_name, shlex.join(["attnbench"] + list(argv)), dev.name, prov)
+        with SweepProgress(len(attempts), err) as prog:
+            sweep.on_row = prog.update
+            sweep.run(attempts)
+        store.finish_run(run_id)
+        summary(err, store, prog.counts, prog.skipped, db)
+        return 0
+    finally:
+        sweep.close()
+        if store:
+            store.close()
+
+
+def cmd_backends(args, argv) -> int:
+    from ..backends.registry import all_backends
+
+    rows = []
+    for b in all_backends(args.plugin):
+        why = b.availability()
+        rows.append({**b.describe(), "available": why is None, "why_not": why, "version": b.version()})
+    if args.json:
+        out.print_json(json.dumps(rows))
+        return 0
+    t = Table(title="attnbench backends")
+    for c in ("name", "family", "role", "available", "version", "devices", "isolation", "description"):
+        t.add_column(c)
+    for r in rows:
+        avail = "yes" if r["available"] else f"no: {r['why_not']}"
+        t.add_row(r["name"], r["family"], r["role"], avail, str(r["version"]), ",".join(r["devices"]),
+                  r["isolation"], r["description"])
+    out.print(t)
+    return 0
+
+
+def cmd_env(args, argv) -> int:
+    from ..measure.provenance import collect
+
+    device = _check_device(args.device or _default_device())
+    out.print_json(json.dumps(collect(device, 0, measure_ceilings=not args.no_ceilings), default=str))
+    return 0
+
+
+def cmd_show(args, argv) -> int:
+    from ..analysis.summary import best_per_workload, status_counts
+    from ..store.db import Store
+
+    store = Store(args.db, create=False)
+    df, runs = store.dataframe(), store.runs()
+    best = best_per_workload(df, runs, include_references=args.all)
+    t = Table(title=f"Fastest backend per workload ({args.db}; median of per-repeat medians)")
+    for c in ("device", "mode", "B", "Nq", "Nkv", "H q/kv", "D", "dtype", "mask", "launch", "best", "median µs",
+              "p95 µs", "throughput", "% ceiling", "runner-up", "×"):
+        t.add_column(c, justify="right" if c in ("B", "Nq", "Nkv", "median µs", "p95 µs", "throughput",
+                                                  "% ceiling", "×") else "left")
+    for _, r in best.iterrows():
+        mask = f"causal-{r['causal_align']}" if r["causal"] else "none"
+        pct = f"{r['pct_ceiling']:.0f}%" if r.get("pct_ceiling") == r.get("pct_ceiling") and r.get(
+            "pct_ceiling") is not None else "-"
+        ratio = f"{r['ratio']:.2f}" if "ratio" in r and r["ratio"] == r["ratio"] else "-"
+        t.add_row(str(r["device_name"]), r["mode"], str(r["batch"]), str(r["q_len"]), str(r["kv_len"]),
+                  f"{r['q_heads']}/{r['kv_heads']}", str(r["head_dim"]), r["dtype"], mask, r["launch"], r["best"],
+                  f"{r['median_us']:.1f}", f"{r['p95_us']:.1f}", f"{r['value']:.3g} {r['metric']}", pct,
+                  str(r.get("runner_up") or "-") if r.get("runner_up") == r.get("runner_up") else "-", ratio)
+    if best.empty:
+        out.print(f"no OK contestant rows in {args.db} ({len(df)} attempts stored)")
+    else:
+        out.print(t)
+    if args.status:
+        sc = status_counts(df)
+        st = Table(title="Attempts per backend and status")
+        st.add_column("backend")
+        for c in sc.columns:
+            st.add_column(str(c), justify="right")
+        for name, row in sc.iterrows():
+            st.add_row(str(name), *(str(int(v)) for v in row.values))
+        out.print(st)
+    store.close()
+    return 0
+
+
+def cmd_export(args, argv) -> int:
+    from ..store.db import Store
+    from ..store.io import export
+
+    store = Store(args.db, create=False)
+    outp = Path(args.out)
+    if not outp.parent.exists():
+        raise UsageError(f"directory of --out does not exist: {outp.parent}")
+    n = export(store, args.format, outp)
+    store.close()
+    err.print(f"wrote {n} attempts to {outp}")
+    return 0
+
+
+def cmd_import(args, argv) -> int:
+    from ..store.db import Store
+    from ..store.io import import_rows, read_rows
+
+    rows = read_rows(args.file, args.format)  # validated before the store is touched
+    store = Store(args.db)
+    n = import_rows(store, rows)
+    store.close()
+    err.print(f"imported {n} new attempts ({len(rows) - n} already present) into {args.db}")
+    return 0

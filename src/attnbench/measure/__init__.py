@@ -1,0 +1,1 @@
+"""The only places that touch timing, memory, dispatch probing, correctness and provenance."""

@@ -1,0 +1,45 @@
+"""Reproducible random inputs in the workload's layout (never zeros: they hide unwritten output)."""
+from __future__ import annotations
+
+import hashlib
+import math
+
+from ..backends.base import Inputs
+from ..workloads import Workload
+
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[name])
+
+
+def input_seed(w: Workload, seed: int) -> int:
+    return int(hashlib.sha1(f"{seed}:{w.key()}".encode()).hexdigest()[:8], 16)
+
+
+def shape(w: Workload, heads: int, n: int, d: int) -> tuple[int, ...]:
+    return (w.batch, heads, n, d) if w.layout == "BHND" else (w.batch, n, heads, d)
+
+
+def make_inputs(w: Workload, device: str, seed: int) -> Inputs:
+    """Q, K, V (and dO) drawn from N(0, 1) with a generator seeded by (seed, workload)."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(input_seed(w, seed))
+    dt = torch_dtype(w.dtype)
+    grad = w.mode in ("train_fwd", "train_fwd_bwd")
+
+    def rnd(*s):
+        return torch.randn(*s, generator=gen, device=device, dtype=dt).requires_grad_(grad)
+
+    q = rnd(*shape(w, w.q_heads, w.q_len, w.head_dim))
+    k = rnd(*shape(w, w.kv_heads, w.kv_len, w.head_dim))
+    v = rnd(*shape(w, w.kv_heads, w.kv_len, w.head_dim_v))
+    do = None
+    if w.needs_grad:
+        do = torch.randn(*shape(w, w.q_heads, w.q_len, w.head_dim_v), generator=gen, device=device, dtype=dt)
+    out = torch.full(shape(w, w.q_heads, w.q_len, w.head_dim_v), float("nan"), device=device, dtype=dt)
+    return Inputs(q=q, k=k, v=v, do=do, out=out, scale=1.0 / math.sqrt(w.head_dim))

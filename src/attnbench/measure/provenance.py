@@ -1,0 +1,144 @@
+"""What a run ran under: device, toolkit, libraries, measured ceilings, source revision."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+
+from .. import __version__
+from . import nvml
+from .timing import event_overhead_us
+
+LIBRARIES = ("torch", "triton", "numpy", "flash-attn", "flash-attn-4", "flashinfer-python", "jax", "jaxlib",
+             "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "pandas", "pyarrow")
+
+
+def library_versions() -> dict:
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def git_revision() -> dict:
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        if sha.returncode:
+            return {"git_sha": None}
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=5)
+        return {"git_sha": sha.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_sha": None}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return "CPU " + line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "CPU " + (platform.processor() or platform.machine() or "unknown")
+
+
+def device_info(device: str) -> dict:
+    """Static facts of the device (what supports() and the planner need)."""
+    import torch
+
+    if not device.startswith("cuda"):
+        try:
+            import psutil
+
+            mem = psutil.virtual_memory().available
+        except ImportError:
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        return {"type": "cpu", "name": _cpu_model(),
+                "cpu_count": os.cpu_count(), "total_memory": int(mem), "torch_threads": torch.get_num_threads()}
+    dev = torch.device(device)
+    p = torch.cuda.get_device_properties(dev)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    free, total = torch.cuda.mem_get_info(dev)
+    out = {"type": "cuda", "index": index, "name": p.name, "capability": [p.major, p.minor],
+           "sm_count": p.multi_processor_count, "l2_bytes": getattr(p, "L2_cache_size", None),
+           "total_memory": int(total), "free_memory_at_start": int(free),
+           "uuid": str(getattr(p, "uuid", "")) or None}
+    out.update(nvml.device_static(index))
+    return out
+
+
+def _time(fn, device: str, reps: int) -> float:
+    """Median seconds of fn over reps, after one warm-up call."""
+    import statistics
+
+    import torch
+
+    fn()
+    ts = []
+    for _ in range(reps):
+        if device.startswith("cuda"):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def ceilings(device: str) -> dict:
+    """Measured copy bandwidth (bytes read + written) and matmul rate per dtype, on random data."""
+    import torch
+
+    cuda = device.startswith("cuda")
+    nbytes = (512 << 20) if cuda else (64 << 20)
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device).random_()
+    dst = torch.empty_like(src)
+    t = _time(lambda: dst.copy_(src), device, 10)
+    out = {"copy_gbps": 2 * nbytes / t / 1e9}
+    del src, dst
+    n = 8192 if cuda else 512
+    for name, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32)):
+        a = torch.randn(n, n, device=device, dtype=dt)
+        b = torch.randn(n, n, device=device, dtype=dt)
+        t = _time(lambda: torch.matmul(a, b), device, 10 if cuda else 3)
+        out[f"matmul_tflops_{name}"] = 2 * n**3 / t / 1e12
+    out["matmul_n"] = n
+    return out
+
+
+def collect(device: str, seed: int, measure_ceilings: bool = True) -> dict:
+    import torch
+
+    prov = {
+        "attnbench_version": __version__,
+        **git_revision(),
+        "seed": seed,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "libraries": library_versions(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "device_arg": device,
+        "device": device_info(device),
+        "timer": "cuda_event" if device.startswith("cuda") else "host_clock",
+        "event_overhead_us": event_overhead_us(device),
+        "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if measure_ceilings:
+        prov["ceilings"] = ceilings(device)
+    return prov

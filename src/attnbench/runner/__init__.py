@@ -1,0 +1,1 @@
+"""Planner, isolated workers, outcome states, resume."""

@@ -1,0 +1,112 @@
+"""One attempt inside a worker: prepare, check, probe, measure. Every failure becomes a status."""
+from __future__ import annotations
+
+import logging
+
+from ..backends.base import Backend, Rejected
+from ..measure import correctness, dispatch, memory, nvml, timing
+from ..measure.inputs import make_inputs
+from ..measure.step import make_step
+from ..workloads import Workload
+from .status import Status
+
+log = logging.getLogger(__name__)
+_CONTEXT_BROKEN = ("illegal memory access", "device-side assert", "unspecified launch failure",
+                   "an illegal instruction", "misaligned address", "CUDA error: unknown error")
+
+
+class WorkloadCache:
+    """Inputs and float64 reference of the last workload (backends of one workload run together)."""
+
+    def __init__(self):
+        self.key = None
+        self.inputs = None
+        self.ref = None
+
+    def get(self, w: Workload, device: str, seed: int):
+        k = (w.key(), device, seed)
+        if self.key != k:
+            self.key, self.inputs, self.ref = None, None, None
+            self.inputs = make_inputs(w, device, seed)
+            self.ref = correctness.Reference64(w, self.inputs, seed)
+            self.key = k
+        return self.inputs, self.ref
+
+    def clear(self):
+        self.key, self.inputs, self.ref = None, None, None
+
+
+def _kv_fingerprint(inputs):
+    import torch
+
+    with torch.no_grad():
+        return [t.detach().clone() for t in (inputs.k, inputs.v)]
+
+
+def run(spec: dict, backend: Backend, cache: WorkloadCache) -> dict:
+    """Returns the measured fields of the row; raises nothing but broken-context errors."""
+    import torch
+
+    w = Workload.from_dict(spec["workload"])
+    device, seed = spec["device"], spec["seed"]
+    res: dict = {"status": Status.ERROR.value, "reason": None}
+    try:
+        inputs, ref = cache.get(w, device, seed)
+        inputs.out.fill_(float("nan"))
+        fwd = backend.prepare(w, inputs)
+        memory.poison_allocator(inputs.out.numel() * inputs.out.element_size(), device)
+        out, res["cold_start_us"] = timing.cold_call(make_step(w, fwd, inputs, first=True), device)
+        step = make_step(w, fwd, inputs)
+        verdict = correctness.check(w, out, inputs, ref, spec.get("tol", correctness.DEFAULT_TOL))
+        del out
+        res.update(max_abs_err=verdict.max_abs_err, rmse=verdict.rmse, cosine=verdict.cosine,
+                   err_ratio=verdict.err_ratio, ref_err=verdict.ref_err, check_detail=verdict.detail)
+        if not verdict.passed:
+            return {**res, "status": Status.INCORRECT.value, "reason": verdict.reason}
+        pr = dispatch.probe(step, device)
+        res.update(dispatch_kernels=pr.kernels, dispatch_families=pr.families, dispatch_status=pr.status)
+        if pr.status == "probed":
+            why = dispatch.mismatch(backend.expected_kernels(device.split(":")[0]), pr.families)
+            if why:
+                return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": why}
+        res["peak_mem_bytes"] = memory.peak_bytes(step, device)
+        kv_before = _kv_fingerprint(inputs) if w.mode == "decode" else None
+        cfg = timing.TimingConfig(**spec.get("timing", {}))
+        t = timing.measure(step, device, cfg, w.launch, w.l2)
+        res.update(t.to_dict())
+        res.update(nvml.snapshot(device))
+        if kv_before is not None:
+            if not all(torch.equal(a, b) for a, b in zip(kv_before, (inputs.k.detach(), inputs.v.detach()))):
+                return {**res, "status": Status.INCORRECT.value,
+                        "reason": "the KV cache changed during timing (decode must leave it as it was)"}
+        res["status"] = Status.OK.value
+        return res
+    except Rejected as e:
+        return {**res, "status": Status.UNSUPPORTED.value, "reason": str(e)}
+    except timing.GraphCaptureError as e:
+        return {**res, "status": Status.UNSUPPORTED.value, "reason": str(e)}
+    except (torch.OutOfMemoryError, MemoryError) as e:
+        cache.clear()
+        free_memory(device)
+        return {**res, "status": Status.OOM.value, "reason": f"{type(e).__name__}: {_first_line(e)}"}
+    except Exception as e:
+        msg = f"{type(e).__name__}: {_first_line(e)}"
+        if any(s in str(e) for s in _CONTEXT_BROKEN):
+            return {**res, "status": Status.CRASH.value, "reason": f"CUDA context broken: {msg}", "fatal": True}
+        log.debug("attempt failed", exc_info=True)
+        return {**res, "status": Status.ERROR.value, "reason": msg}
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0][:500] if s else ""
+
+
+def free_memory(device: str = "cuda") -> None:
+    import gc
+
+    gc.collect()
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

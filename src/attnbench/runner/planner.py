@@ -1,0 +1,50 @@
+"""Grid × backends × repeats → attempts; the capability filter and memory prediction give reasons."""
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+from ..backends.base import Backend, DeviceInfo
+from ..workloads import Workload
+from .status import Status
+
+MEMORY_FRACTION = 0.9  # of device memory (CUDA) or available RAM (CPU) an attempt may plan to use
+
+
+@dataclass
+class Attempt:
+    key: str
+    workload: Workload
+    backend: Backend
+    repeat: int
+    planned: Status | None = None  # UNSUPPORTED / OOM_PREDICTED: written without running
+    reason: str | None = None
+
+
+def attempt_key(tag: str, device_name: str, w: Workload, backend: str, repeat: int) -> str:
+    return hashlib.sha1(f"{tag}|{device_name}|{w.key()}|{backend}|{repeat}".encode()).hexdigest()[:24]
+
+
+def plan(workloads: list[Workload], backends: list[Backend], dev: DeviceInfo, repeats: int, tag: str,
+         seed: int) -> list[Attempt]:
+    """Repeat-major order; within each workload the backends are shuffled (seeded) so that drift
+    during a sweep is shared by all of them rather than charged to whichever runs last."""
+    budget = dev.total_memory * MEMORY_FRACTION if dev.total_memory else None
+    unavailable = {b.name: b.availability() for b in backends}
+    out = []
+    for r in range(repeats):
+        for w in workloads:
+            order = list(backends)
+            random.Random(f"{seed}:{w.key()}:{r}").shuffle(order)
+            for b in order:
+                a = Attempt(attempt_key(tag, dev.name, w, b.name, r), w, b, r)
+                why = unavailable[b.name] or b.supports(w, dev)
+                if why:
+                    a.planned, a.reason = Status.UNSUPPORTED, why
+                elif budget is not None and b.memory_estimate(w) > budget:
+                    a.planned = Status.OOM_PREDICTED
+                    a.reason = (f"predicted {b.memory_estimate(w) / 2**30:.1f} GiB > "
+                                f"{budget / 2**30:.1f} GiB usable on {dev.name}")
+                out.append(a)
+    return out

@@ -1,0 +1,85 @@
+"""Isolated workers: spawn, ready handshake, per-attempt timeout, crash detection, kill in finally."""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import signal
+
+from .worker import worker_main
+
+log = logging.getLogger(__name__)
+
+
+class WorkerGone(Exception):
+    """The worker died (signal, abort, exit) while serving a request."""
+
+
+class WorkerTimeout(Exception):
+    """The worker did not answer within the limit and was killed."""
+
+
+def _death(proc) -> str:
+    proc.join(5)
+    code = proc.exitcode
+    if code is None:
+        return "worker stopped answering"
+    if code < 0:
+        try:
+            return f"worker killed by {signal.Signals(-code).name} (exit {code})"
+        except ValueError:
+            return f"worker killed by signal {-code}"
+    return f"worker exited with code {code}"
+
+
+class Worker:
+    """One spawned worker process holding a CUDA context of its own."""
+
+    def __init__(self, plugins: list[str], ready_timeout: float = 300.0, log_level: int = logging.WARNING,
+                 log_path: str | None = None):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=worker_main, args=(child, list(plugins), os.getpid(), log_level, log_path),
+                                name="attnbench-worker")
+        self.proc.start()
+        child.close()
+        if not self.conn.poll(ready_timeout):
+            self.kill()
+            raise WorkerTimeout(f"worker not ready after {ready_timeout:.0f}s")
+        try:
+            hello = self.conn.recv()
+        except (EOFError, OSError):
+            raise WorkerGone(_death(self.proc)) from None
+        if not hello.get("ready"):
+            self.close()
+            raise WorkerGone(f"worker failed to start: {hello.get('error')}")
+
+    def call(self, msg: dict, timeout: float) -> dict:
+        try:
+            self.conn.send(msg)
+            if not self.conn.poll(timeout):
+                self.kill()
+                raise WorkerTimeout(f"no result after {timeout:g}s; worker killed")
+            return self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            raise WorkerGone(_death(self.proc)) from None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(10)
+        self.conn.close()
+
+    def close(self) -> None:
+        try:
+            if self.proc.is_alive():
+                self.conn.send({"op": "stop"})
+                self.proc.join(10)
+        except (OSError, BrokenPipeError):
+            pass
+        finally:
+            self.kill()

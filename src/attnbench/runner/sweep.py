@@ -1,0 +1,174 @@
+"""Runs planned attempts through isolated workers and writes exactly one row per attempt."""
+from __future__ import annotations
+
+import logging
+import statistics
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..backends.base import DeviceInfo
+from ..measure.timing import TimingConfig
+from ..store.db import Store, utcnow
+from ..workloads.models import flops, io_bytes
+from .planner import Attempt
+from .status import Status
+from .supervisor import Worker, WorkerGone, WorkerTimeout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepConfig:
+    device: str = "cpu"
+    plugins: list[str] = field(default_factory=list)
+    timeout_s: float = 300.0
+    seed: int = 0
+    tol: float = 8.0
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    tag: str = "default"
+    log_path: str | None = None  # workers' stdout/stderr
+    strict_isolation: bool = False  # a fresh process for every attempt of a compile-based backend
+
+
+def new_run_id() -> str:
+    return utcnow().replace(":", "").replace("-", "") + "-" + uuid.uuid4().hex[:6]
+
+
+def percentile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    i = (len(s) - 1) * q
+    lo = int(i)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (i - lo)
+
+
+def make_row(a: Attempt, result: dict, run_id: str, cfg: SweepConfig, dev: DeviceInfo, index) -> dict:
+    w = a.workload
+    row = {
+        "attempt_key": a.key, "run_id": run_id, "tag": cfg.tag, "backend": a.backend.name,
+        "family": a.backend.family, "role": a.backend.role, "workload_key": w.key(), **w.to_dict(),
+        "decode_append": w.decode_append, "repeat": a.repeat, "flops": flops(w), "bytes": io_bytes(w),
+        "device_name": dev.name, "device_index": index, "created_at": utcnow(),
+    }
+    row["causal"] = int(w.causal)
+    keep = {"status", "reason", "samples_us", "calls_per_sample", "timer", "converged", "rel_err", "warmup_calls",
+            "warmup_us", "cold_start_us", "peak_mem_bytes", "max_abs_err", "rmse", "cosine", "err_ratio", "ref_err",
+            "check_detail", "dispatch_status", "dispatch_kernels", "dispatch_families", "sm_clock_mhz",
+            "mem_clock_mhz", "temp_c", "power_w", "throttle"}
+    row.update({k: v for k, v in result.items() if k in keep})
+    samples = result.get("samples_us") or []
+    if row["status"] == Status.OK.value and samples:
+        row["median_us"] = statistics.median(samples)
+        row["p95_us"] = percentile(samples, 0.95)
+    elif row["status"] != Status.OK.value:
+        row["samples_us"] = None  # a number is only reported if it is true
+    return row
+
+
+class Sweep:
+    """Owns the workers. A repeat gets fresh processes: one shared by backends with
+    isolation="worker", one per backend with isolation="backend" (compile-based: no other
+    backend's compiler state, and dynamo is reset before each attempt), and a new process per
+    attempt for isolation="attempt" (or for every non-shared backend with strict=True). A worker
+    that crashed or timed out is replaced before the next attempt."""
+
+    def __init__(self, store: Store, cfg: SweepConfig, dev: DeviceInfo | None, run_id: str,
+                 on_row: Callable[[dict], None] = lambda row: None):
+        self.store, self.cfg, self.dev, self.run_id, self.on_row = store, cfg, dev, run_id, on_row
+        self.workers: dict[str, Worker] = {}
+        self.repeat = 0
+        self.index = int(cfg.device.split(":")[1]) if ":" in cfg.device else (0 if cfg.device == "cuda" else None)
+
+    def _spec(self, a: Attempt) -> dict:
+        return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.cfg.device,
+                "seed": self.cfg.seed, "tol": self.cfg.tol, "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
+
+    def _slot(self, a: Attempt) -> str | None:
+        iso = a.backend.isolation
+        if iso == "attempt" or (iso == "backend" and self.cfg.strict_isolation):
+            return None
+        return "shared" if iso == "worker" else f"backend:{a.backend.name}"
+
+    def _get(self, slot: str | None) -> Worker:
+        if slot is None:
+            return Worker(self.cfg.plugins, log_path=self.cfg.log_path)
+        w = self.workers.get(slot)
+        if w is None or not w.alive:
+            w = self.workers[slot] = Worker(self.cfg.plugins, log_path=self.cfg.log_path)
+        return w
+
+    def _execute(self, a: Attempt) -> dict:
+        slot = self._slot(a)
+        try:
+            w = self._get(slot)
+        except WorkerTimeout as e:
+            return {"status": Status.TIMEOUT.value, "reason": f"worker start: {e}"}
+        except WorkerGone as e:
+            return {"status": Status.CRASH.value, "reason": f"worker start: {e}"}
+        try:
+            res = w.call(self._spec(a), self.cfg.timeout_s)
+            if res.get("fatal"):  # the worker exits itself: its CUDA context is unusable
+                self._drop(slot, w)
+            return res
+        except WorkerTimeout as e:
+            self._drop(slot, w)
+            return {"status": Status.TIMEOUT.value, "reason": str(e)}
+        except WorkerGone as e:
+            self._drop(slot, w)
+            return {"status": Status.CRASH.value, "reason": str(e)}
+        finally:
+            if slot is None:
+                w.close()
+
+    def _drop(self, slot: str | None, w: Worker) -> None:
+        w.kill()
+        if slot is not None:
+            self.workers.pop(slot, None)
+
+    def _release(self) -> None:
+        """A new workload: idle workers drop the previous one's inputs and reference."""
+        for slot, w in list(self.workers.items()):
+            try:
+                w.call({"op": "release"}, 60)
+            except (WorkerTimeout, WorkerGone):
+                self._drop(slot, w)
+
+    def run(self, attempts: list[Attempt]) -> dict[str, int]:
+        done = self.store.done_keys()
+        counts: dict[str, int] = {}
+        current = None
+        try:
+            for a in attempts:
+                if a.key in done:
+                    self.on_row({"status": "SKIPPED", "backend": a.backend.name})
+                    continue
+                if a.repeat != self.repeat:  # process-level repeats: every repeat starts fresh processes
+                    self.close()
+                    self.repeat = a.repeat
+                if not a.planned and current not in (None, a.workload):
+                    self._release()
+                if not a.planned:
+                    current = a.workload
+                result = ({"status": a.planned.value, "reason": a.reason} if a.planned else self._execute(a))
+                row = make_row(a, result, self.run_id, self.cfg, self.dev, self.index)
+                self.store.insert(row)
+                done.add(a.key)
+                counts[row["status"]] = counts.get(row["status"], 0) + 1
+                self.on_row(row)
+        finally:
+            self.close()
+        return counts
+
+    def provenance(self) -> dict:
+        """Collected by the shared worker, which then serves repeat 0."""
+        w = self._get("shared")
+        res = w.call({"op": "provenance", "device": self.cfg.device, "seed": self.cfg.seed}, 600)
+        if not res.get("ok"):
+            raise RuntimeError(f"provenance collection failed: {res.get('error')}")
+        return res["provenance"]
+
+    def close(self) -> None:
+        for w in self.workers.values():
+            w.close()
+        self.workers.clear()

@@ -1,0 +1,62 @@
+"""The worker process: loads backends (plugins included), answers one request at a time."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+
+def _watch_parent(parent: int) -> None:
+    # If the supervisor is killed (kill -9), a worker must not outlive it.
+    while True:
+        if os.getppid() != parent:
+            os._exit(3)
+        time.sleep(0.5)
+
+
+def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
+                log_path: str | None = None) -> None:
+    if log_path:  # libraries' own prints (profiler, compilers) go to the run log, not the progress bar
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    logging.basicConfig(level=log_level, format="worker %(process)d %(levelname)s %(name)s: %(message)s")
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    try:
+        from ..backends.registry import all_backends
+        from . import attempt
+
+        backends = {b.name: b for b in all_backends(plugins)}
+    except Exception as e:
+        conn.send({"ready": False, "error": f"{type(e).__name__}: {e}"})
+        return
+    conn.send({"ready": True, "pid": os.getpid()})
+    cache = attempt.WorkloadCache()
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        op = msg.get("op")
+        if op == "stop":
+            return
+        if op == "release":
+            cache.clear()
+            attempt.free_memory()
+            conn.send({"ok": True})
+            continue
+        if op == "provenance":
+            from ..measure import provenance
+
+            try:
+                conn.send({"ok": True, "provenance": provenance.collect(msg["device"], msg["seed"])})
+            except Exception as e:
+                conn.send({"ok": False, "error": f"{type(e).__name__}: {e}"})
+            continue
+        if op == "attempt":
+            res = attempt.run(msg, backends[msg["backend"]], cache)
+            conn.send(res)
+            if res.get("fatal"):
+                return  # a broken CUDA context cannot serve another attempt

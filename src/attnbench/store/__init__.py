@@ -1,0 +1,2 @@
+"""SQLite store, schema, export and import."""
+from .db import Store, StoreError  # noqa: F401

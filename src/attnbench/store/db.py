@@ -1,0 +1,122 @@
+"""SQLite store (WAL): typed insert and query of attempts and runs."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from .schema import COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
+
+
+class StoreError(ValueError):
+    """Missing store, or one written by an incompatible schema."""
+
+
+def utcnow() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Store:
+    def __init__(self, path: str | Path, create: bool = True):
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise StoreError(f"store not found: {self.path}")
+        self.con = sqlite3.connect(str(self.path), timeout=30)
+        self.con.row_factory = sqlite3.Row
+        self.con.execute("PRAGMA journal_mode=WAL")
+        self.con.execute("PRAGMA synchronous=NORMAL")
+        self._migrate(create)
+
+    def _migrate(self, create: bool) -> None:
+        has_meta = self.con.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone()
+        if has_meta:
+            row = self.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version != SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema version {version}; this attnbench reads {SCHEMA_VERSION}")
+            return
+        if not create:
+            raise StoreError(f"{self.path} is not an attnbench store")
+        with self.con:
+            for stmt in ddl():
+                self.con.execute(stmt)
+            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def close(self) -> None:
+        self.con.close()
+
+    # ---- runs ---------------------------------------------------------------------------------
+    def start_run(self, run_id: str, tag: str, grid: str, argv: str, device_name: str, provenance: dict) -> None:
+        with self.con:
+            self.con.execute("INSERT INTO runs (run_id, tag, grid, argv, device_name, started_at, provenance) "
+                             "VALUES (?,?,?,?,?,?,?)",
+                             (run_id, tag, grid, argv, device_name, utcnow(), json.dumps(provenance)))
+
+    def finish_run(self, run_id: str) -> None:
+        with self.con:
+            self.con.execute("UPDATE runs SET finished_at=? WHERE run_id=?", (utcnow(), run_id))
+
+    def runs(self) -> list[dict]:
+        out = []
+        for r in self.con.execute("SELECT * FROM runs ORDER BY started_at"):
+            d = dict(r)
+            d["provenance"] = json.loads(d["provenance"]) if d["provenance"] else {}
+            out.append(d)
+        return out
+
+    def ensure_run(self, row: dict) -> None:
+        cols = [c for c, _, _ in RUN_COLUMNS]
+        vals = [json.dumps(row[c]) if c == "provenance" and not isinstance(row.get(c), (str, type(None)))
+                else row.get(c) for c in cols]
+        with self.con:
+            self.con.execute(f"INSERT OR IGNORE INTO runs ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
+                             vals)
+
+    # ---- attempts -----------------------------------------------------------------------------
+    def done_keys(self) -> set[str]:
+        return {r[0] for r in self.con.execute("SELECT attempt_key FROM attempts")}
+
+    def insert(self, row: dict) -> bool:
+        """Insert one attempt row (one transaction); False if that attempt already has a row."""
+        self.insert_many([row])
+        return True
+
+    def insert_many(self, rows: list[dict]) -> int:
+        unknown = {k for r in rows for k in r} - set(COLUMN_NAMES)
+        if unknown:
+            raise StoreError(f"unknown column(s): {', '.join(sorted(unknown))}")
+        sql = (f"INSERT OR IGNORE INTO attempts ({','.join(COLUMN_NAMES)}) "
+               f"VALUES ({','.join('?' * len(COLUMN_NAMES))})")
+        with self.con:
+            cur = self.con.executemany(sql, [[_encode(c, r.get(c)) for c in COLUMN_NAMES] for r in rows])
+        return cur.rowcount
+
+    def attempts(self, where: str = "", params: tuple = ()) -> list[dict]:
+        q = f"SELECT {','.join(COLUMN_NAMES)} FROM attempts {where}"
+        return [{c: _decode(c, r[c]) for c in COLUMN_NAMES} for r in self.con.execute(q, params)]
+
+    def dataframe(self):
+        import pandas as pd
+
+        return pd.read_sql_query(f"SELECT {','.join(COLUMN_NAMES)} FROM attempts ORDER BY rowid", self.con)
+
+    def count(self) -> int:
+        return self.con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+
+
+def _encode(col: str, v):
+    if col in JSON_COLUMNS and v is not None and not isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, bool):
+        return int(v)
+    return v
+
+
+def _decode(col: str, v):
+    if col in JSON_COLUMNS and isinstance(v, str):
+        return json.loads(v)
+    return v
+
+
+

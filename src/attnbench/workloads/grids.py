@@ -1,0 +1,166 @@
+"""Named grids as plain Python functions, and user grids from YAML."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Callable
+
+from . import Workload, WorkloadError
+
+KI = 1024
+PREFILL_N = [256, 512, 1 * KI, 2 * KI, 4 * KI, 8 * KI]
+DECODE_N = [512, 1 * KI, 2 * KI, 4 * KI, 8 * KI, 16 * KI]
+
+
+def smoke() -> list[Workload]:
+    """CPU-sized: all four modes, GQA, both causal alignments, a non-square prefill."""
+    base = dict(batch=1, q_heads=4, kv_heads=2, head_dim=32, head_dim_v=32, dtype="bf16")
+    return [
+        Workload(mode="train_fwd", q_len=128, kv_len=128, causal=True, **base),
+        Workload(mode="train_fwd_bwd", q_len=64, kv_len=64, causal=True, **base),
+        Workload(mode="prefill", q_len=128, kv_len=128, causal=False, **base),
+        Workload(mode="prefill", q_len=64, kv_len=128, causal=True, causal_align="top_left", **base),
+        Workload(mode="prefill", q_len=64, kv_len=128, causal=True, causal_align="bottom_right", **base),
+        Workload(mode="decode", q_len=1, kv_len=256, causal=False, **base),
+    ]
+
+
+def quick() -> list[Workload]:
+    """One GPU in minutes: bf16 D=128 prefill, a few fwd+bwd, decode eager and CUDA graph."""
+    d = dict(head_dim=128, head_dim_v=128, dtype="bf16")
+    out = [
+        Workload(mode="prefill", batch=b, q_len=n, kv_len=n, q_heads=32, kv_heads=32, causal=True, **d)
+        for b in (1, 4, 16)
+        for n in PREFILL_N
+    ]
+    out += [
+        Workload(mode="train_fwd_bwd", batch=4, q_len=n, kv_len=n, q_heads=32, kv_heads=32, causal=True, **d)
+        for n in (1 * KI, 4 * KI, 8 * KI)
+    ]
+    out += [
+        Workload(mode="decode", batch=b, q_len=1, kv_len=n, q_heads=32, kv_heads=8, launch=launch, **d)
+        for launch in ("eager", "graph")
+        for b in (1, 8, 32, 64)
+        for n in DECODE_N
+    ]
+    return out
+
+
+def portability() -> list[Workload]:
+    """The cross-GPU grid: prefill and decode, bf16 and fp16, D 64 and 128, causal both."""
+    out = []
+    for dtype, dim in itertools.product(("bf16", "fp16"), (64, 128)):
+        d = dict(head_dim=dim, head_dim_v=dim, dtype=dtype)
+        for b, n, causal in itertools.product((1, 4, 16), PREFILL_N, (False, True)):
+            out.append(Workload(mode="prefill", batch=b, q_len=n, kv_len=n, q_heads=32, kv_heads=32,
+                                causal=causal, **d))
+        # decode: bottom-right causal at q_len=1 equals no mask, so only the unmasked case is run
+        for launch, hkv, b, n in itertools.product(("eager", "graph"), (8, 32), (1, 8, 32, 64), DECODE_N):
+            out.append(Workload(mode="decode", batch=b, q_len=1, kv_len=n, q_heads=32, kv_heads=hkv,
+                                launch=launch, **d))
+    return out
+
+
+def fa3_paper() -> list[Workload]:
+    """16k tokens per batch, hidden 2048, D 64/128/256, N 512..16k, causal both, fwd and fwd+bwd."""
+    out = []
+    for mode, dim, n, causal in itertools.product(("train_fwd", "train_fwd_bwd"), (64, 128, 256), DECODE_N,
+                                                  (False, True)):
+        heads = 2048 // dim
+        out.append(Workload(mode=mode, batch=16 * KI // n, q_len=n, kv_len=n, q_heads=heads, kv_heads=heads,
+                            head_dim=dim, head_dim_v=dim, dtype="bf16", causal=causal))
+    return out
+
+
+GRIDS: dict[str, Callable[[], list[Workload]]] = {
+    "smoke": smoke,
+    "quick": quick,
+    "portability": portability,
+    "fa3-paper": fa3_paper,
+}
+
+_LIST_FIELDS = ("mode", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim", "head_dim_v", "dtype",
+                "accum", "causal", "causal_align", "dropout", "layout", "launch", "l2")
+
+
+class GridError(ValueError):
+    """A grid that cannot be built (unknown name, malformed file, impossible workload)."""
+
+
+def get_grid(name: str) -> list[Workload]:
+    if name not in GRIDS:
+        raise GridError(f"unknown grid {name!r}; known grids: {', '.join(GRIDS)}")
+    return GRIDS[name]()
+
+
+def expand_block(block: dict) -> list[Workload]:
+    """Cartesian product of one YAML block; kv_len and head_dim_v default to q_len and head_dim,
+    q_len defaults to 1 for decode, kv_heads to q_heads."""
+    if not isinstance(block, dict):
+        raise GridError(f"each entry of 'workloads' must be a mapping, got {type(block).__name__}")
+    unknown = set(block) - set(_LIST_FIELDS) - {"seqlen"}
+    if unknown:
+        raise GridError(f"unknown field(s) in grid block: {', '.join(sorted(unknown))}")
+    axes = {k: (v if isinstance(v, list) else [v]) for k, v in block.items()}
+    if "seqlen" in axes:
+        if "q_len" in axes or "kv_len" in axes:
+            raise GridError("give either seqlen or q_len/kv_len in one block, not both")
+        axes["kv_len"] = [parse_size(x) for x in axes.pop("seqlen")]
+    for k in ("mode", "batch", "q_heads", "head_dim"):
+        if k not in axes:
+            raise GridError(f"grid block lacks required field {k!r}")
+    names = list(axes)
+    out = []
+    for values in itertools.product(*(axes[n] for n in names)):
+        d = dict(zip(names, values))
+        for k in ("q_len", "kv_len"):
+            if k in d:
+                d[k] = parse_size(d[k])
+        if "q_len" not in d:
+            d["q_len"] = 1 if d.get("mode") == "decode" else d.get("kv_len")
+        d.setdefault("kv_len", d["q_len"])
+        d.setdefault("kv_heads", d["q_heads"])
+        d.setdefault("head_dim_v", d["head_dim"])
+        if d["q_len"] is None:
+            raise GridError("grid block needs seqlen, q_len or kv_len")
+        try:
+            out.append(Workload(**d))
+        except (WorkloadError, TypeError) as e:
+            raise GridError(str(e)) from None
+    return out
+
+
+def load_yaml_grid(path: str | Path) -> tuple[str, list[Workload]]:
+    """Read a user grid: {name: str, workloads: [block, ...]}."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise GridError(f"config file not found: {p}")
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        where = f" (line {line + 1})" if line is not None else ""
+        raise GridError(f"malformed YAML in {p}{where}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("workloads"), list) or not doc["workloads"]:
+        raise GridError(f"{p}: expected a mapping with a non-empty 'workloads' list")
+    out: list[Workload] = []
+    for block in doc["workloads"]:
+        out.extend(expand_block(block))
+    return str(doc.get("name") or p.stem), list(dict.fromkeys(out))
+
+
+def parse_size(x) -> int:
+    """'4k' -> 4096, '512' -> 512, 16384 -> 16384."""
+    if isinstance(x, bool):
+        raise GridError(f"bad length {x!r}")
+    if isinstance(x, int):
+        return x
+    s = str(x).strip().lower()
+    try:
+        if s.endswith("k"):
+            return int(float(s[:-1]) * KI)
+        return int(s)
+    except ValueError:
+        raise GridError(f"bad length {x!r}: use an integer or a number with k (e.g. 4k)") from None

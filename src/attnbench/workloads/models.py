@@ -1,0 +1,88 @@
+"""FLOP and HBM-byte models of a Workload.
+
+Conventions:
+- A forward pass costs 2·B·Hq·P·(D + Dv) FLOPs, where P is the number of (query, key) pairs that
+  are computed: Nq·Nkv without a mask, and the exact count of unmasked pairs with a causal mask
+  (so non-square causal shapes and both alignments are counted exactly, not halved). QK^T
+  contributes 2·D per pair and PV 2·Dv per pair; softmax is not counted.
+- GQA/MQA count query heads: sharing K/V does not reduce arithmetic.
+- Backward = 2.5 × forward, so train_fwd_bwd = 3.5 × forward.
+- Bytes are the fewest HBM bytes a fused kernel must move: Q, K, V read once and O written once
+  (s = bytes per element). For decode this is 2·B·Hkv·N·D·s for K and V (with Dv for V) plus Q
+  and O; it is a model, not a profiler reading. Backward bytes are not modelled (None).
+"""
+from __future__ import annotations
+
+from . import DTYPE_BYTES, Workload
+
+BWD_FACTOR = 2.5
+
+
+def unmasked_pairs(q_len: int, kv_len: int, causal: bool, align: str) -> int:
+    """Exact number of (query, key) pairs a causal mask leaves, per (batch, head)."""
+    if not causal:
+        return q_len * kv_len
+    offset = kv_len - q_len if align == "bottom_right" else 0
+    # query i sees keys 0 .. i+offset (clipped to [0, kv_len]); closed form over three ranges.
+    total = 0
+    # rows where i+offset+1 <= 0 contribute 0; rows where it is >= kv_len contribute kv_len.
+    lo = max(0, -offset)  # first row that sees at least one key
+    hi = min(q_len, kv_len - offset)  # first row that sees all keys
+    if hi > lo:
+        # sum_{i=lo}^{hi-1} (i + offset + 1)
+        n = hi - lo
+        first = lo + offset + 1
+        total += n * first + n * (n - 1) // 2
+    full_rows = q_len - max(hi, lo)
+    if full_rows > 0:
+        total += full_rows * kv_len
+    return total
+
+
+def forward_flops(w: Workload) -> int:
+    pairs = unmasked_pairs(w.q_len, w.kv_len, w.causal, w.causal_align)
+    return 2 * w.batch * w.q_heads * pairs * (w.head_dim + w.head_dim_v)
+
+
+def flops(w: Workload) -> float:
+    """FLOPs of the timed step of this workload's mode."""
+    f = forward_flops(w)
+    return f * (1 + BWD_FACTOR) if w.mode == "train_fwd_bwd" else float(f)
+
+
+def io_bytes(w: Workload) -> int | None:
+    """Minimum HBM bytes of the forward step (None for fwd+bwd, which is not modelled)."""
+    if w.mode == "train_fwd_bwd":
+        return None
+    s = DTYPE_BYTES[w.dtype]
+    q = w.batch * w.q_heads * w.q_len * w.head_dim
+    o = w.batch * w.q_heads * w.q_len * w.head_dim_v
+    kv = w.batch * w.kv_heads * w.kv_len * (w.head_dim + w.head_dim_v)
+    return (q + kv + o) * s
+
+
+def decode_kv_bytes(w: Workload) -> int:
+    """K and V cache read once: 2·B·Hkv·N·D·s when D == Dv."""
+    s = DTYPE_BYTES[w.dtype]
+    return w.batch * w.kv_heads * w.kv_len * (w.head_dim + w.head_dim_v) * s
+
+
+def bound(w: Workload) -> str:
+    """Which throughput a row is judged by: 'bytes' for decode, 'flops' otherwise."""
+    return "bytes" if w.mode == "decode" else "flops"
+
+
+def input_bytes(w: Workload) -> int:
+    s = DTYPE_BYTES[w.dtype]
+    q = w.batch * w.q_heads * w.q_len * w.head_dim
+    kv = w.batch * w.kv_heads * w.kv_len * (w.head_dim + w.head_dim_v)
+    o = w.batch * w.q_heads * w.q_len * w.head_dim_v
+    n = q + kv + o  # output buffer is allocated with the inputs
+    if w.needs_grad:
+        n *= 2  # gradients of Q, K, V and the given dO
+    return n * s
+
+
+def score_matrix_bytes(w: Workload, elem_bytes: int = 4) -> int:
+    """Bytes of one materialised (B, Hq, Nq, Nkv) score matrix."""
+    return w.batch * w.q_heads * w.q_len * w.kv_len * elem_bytes
