@@ -51,12 +51,13 @@ def probe(step: Callable[[], Any], device: str) -> Probe:
         return Probe(status="unprobed", error=f"{type(e).__name__}: {e}")
     weight: Counter = Counter()
     for ev in prof.events():
-        if cuda:
-            if getattr(ev, "device_type", None) != torch.autograd.DeviceType.CUDA:
-                continue
-            weight[ev.name] += max(getattr(ev, "device_time_total", 0) or getattr(ev, "cuda_time_total", 0), 1)
-        else:
+        if not cuda:
             weight[ev.name] += 1
+        elif getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            weight[ev.name] += max(int(getattr(ev, "device_time", 0) or 0), 1)
+        else:  # kernels attached to the CPU op that launched them
+            for k in getattr(ev, "kernels", []) or []:
+                weight[k.name] += max(int(getattr(k, "duration", 0) or 0), 1)
     names = [n for n, _ in weight.most_common()]
     fams = sorted({family_of(n) for n in names} - {"other"})
     return Probe(kernels=names[:20], families=fams, status="probed")
