@@ -8,7 +8,7 @@ from ..workloads.models import input_bytes, score_matrix_bytes
 from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Rejected
 from .common import from_bhnd, sdpa_mask_args, to_bhnd
 
-_NO_KERNEL = "No viable backend"
+_REFUSALS = ("No viable backend", "No available kernel")
 
 
 class Sdpa(Backend):
@@ -30,8 +30,7 @@ class Sdpa(Backend):
         gqa = w.kv_heads != w.q_heads
 
         def fn():
-            with sdpa_kernel(pinned):
-                o = F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, enable_gqa=gqa, **extra)
+            o = F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, enable_gqa=gqa, **extra)
             return from_bhnd(o, w.layout)
 
         def first_call():
@@ -41,12 +40,13 @@ class Sdpa(Backend):
                 try:
                     return fn()
                 except RuntimeError as e:
-                    if _NO_KERNEL not in str(e):
+                    if not any(r in str(e) for r in _REFUSALS):
                         raise
                     why = "; ".join(dict.fromkeys(str(c.message).split("\n")[0] for c in caught))
                     raise Rejected(f"SDPA refused {self.kernel}: {why or str(e).splitlines()[0]}") from None
 
         fn.first_call = first_call
+        fn.context = sdpa_kernel(pinned)  # held by the runner for the whole attempt
         return fn
 
     def memory_estimate(self, w: Workload) -> int:

@@ -62,8 +62,8 @@ def build_parser() -> Parser:
                    help="seconds per attempt, compile included, before the worker is killed (default 300)")
     r.add_argument("--tag", default="default", help="sweep label; a new tag starts a new sweep in the same store")
     r.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
-    r.add_argument("--tol", type=float, default=8.0,
-                   help="max error ratio against the same-dtype unfused reference (default 8)")
+    r.add_argument("--tol", type=float, default=3.0,
+                   help="max error ratio against the same-dtype unfused reference (default 3)")
     r.add_argument("--max-time", type=float, default=None, metavar="S",
                    help="timing budget per attempt after warm-up (default 2 s)")
     r.add_argument("--strict-isolation", action="store_true",

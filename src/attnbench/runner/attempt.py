@@ -1,7 +1,9 @@
 """One attempt inside a worker: prepare, check, probe, measure. Every failure becomes a status."""
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
 
 from ..backends.base import Backend, Rejected
 from ..measure import correctness, dispatch, memory, nvml, timing
@@ -49,38 +51,21 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache) -> dict:
 
     w = Workload.from_dict(spec["workload"])
     device, seed = spec["device"], spec["seed"]
-    res: dict = {"status": Status.ERROR.value, "reason": None}
+    phases: dict[str, float] = {}
+    res: dict = {"status": Status.ERROR.value, "reason": None, "phases_s": phases}
+    clock = _Phases(phases)
     try:
-        inputs, ref = cache.get(w, device, seed)
-        inputs.out.fill_(float("nan"))
-        fwd = backend.prepare(w, inputs)
-        memory.poison_allocator(inputs.out.numel() * inputs.out.element_size(), device)
-        out, res["cold_start_us"] = timing.cold_call(make_step(w, fwd, inputs, first=True), device)
-        step = make_step(w, fwd, inputs)
-        verdict = correctness.check(w, out, inputs, ref, spec.get("tol", correctness.DEFAULT_TOL))
-        del out
-        res.update(max_abs_err=verdict.max_abs_err, rmse=verdict.rmse, cosine=verdict.cosine,
-                   err_ratio=verdict.err_ratio, ref_err=verdict.ref_err, check_detail=verdict.detail)
-        if not verdict.passed:
-            return {**res, "status": Status.INCORRECT.value, "reason": verdict.reason}
-        pr = dispatch.probe(step, device)
-        res.update(dispatch_kernels=pr.kernels, dispatch_families=pr.families, dispatch_status=pr.status)
-        if pr.status == "probed":
-            why = dispatch.mismatch(backend.expected_kernels(device.split(":")[0]), pr.families)
-            if why:
-                return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": why}
-        res["peak_mem_bytes"] = memory.peak_bytes(step, device)
-        kv_before = _kv_fingerprint(inputs) if w.mode == "decode" else None
-        cfg = timing.TimingConfig(**spec.get("timing", {}))
-        t = timing.measure(step, device, cfg, w.launch, w.l2)
-        res.update(t.to_dict())
-        res.update(nvml.snapshot(device))
-        if kv_before is not None:
-            if not all(torch.equal(a, b) for a, b in zip(kv_before, (inputs.k.detach(), inputs.v.detach()))):
-                return {**res, "status": Status.INCORRECT.value,
-                        "reason": "the KV cache changed during timing (decode must leave it as it was)"}
-        res["status"] = Status.OK.value
-        return res
+        with clock("inputs"):
+            inputs, ref = cache.get(w, device, seed)
+            inputs.out.fill_(float("nan"))
+        with clock("prepare"):
+            fwd = backend.prepare(w, inputs)
+        with contextlib.ExitStack() as stack:
+            # A backend may need state held for the whole attempt (e.g. SDPA's kernel pin), entered
+            # once so that its cost is not charged to every timed call.
+            if getattr(fwd, "context", None) is not None:
+                stack.enter_context(fwd.context)
+            return _measure(w, fwd, inputs, ref, backend, spec, device, res, clock)
     except Rejected as e:
         return {**res, "status": Status.UNSUPPORTED.value, "reason": str(e)}
     except timing.GraphCaptureError as e:
@@ -95,6 +80,57 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache) -> dict:
             return {**res, "status": Status.CRASH.value, "reason": f"CUDA context broken: {msg}", "fatal": True}
         log.debug("attempt failed", exc_info=True)
         return {**res, "status": Status.ERROR.value, "reason": msg}
+
+
+class _Phases:
+    """Wall seconds per phase of an attempt (stored with the row; never part of a sample)."""
+
+    def __init__(self, into: dict):
+        self.into = into
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.into[name] = round(self.into.get(name, 0.0) + time.perf_counter() - t0, 4)
+
+
+def _measure(w, fwd, inputs, ref, backend, spec, device, res, clock) -> dict:
+    import torch
+
+    with clock("cold_call"):
+        memory.poison_allocator(inputs.out.numel() * inputs.out.element_size(), device)
+        out, res["cold_start_us"] = timing.cold_call(make_step(w, fwd, inputs, first=True), device)
+    step = make_step(w, fwd, inputs)
+    with clock("check"):
+        verdict = correctness.check(w, out, inputs, ref, spec.get("tol", correctness.DEFAULT_TOL))
+        del out
+    res.update(max_abs_err=verdict.max_abs_err, rmse=verdict.rmse, cosine=verdict.cosine,
+               err_ratio=verdict.err_ratio, ref_err=verdict.ref_err, check_detail=verdict.detail)
+    if not verdict.passed:
+        return {**res, "status": Status.INCORRECT.value, "reason": verdict.reason}
+    with clock("probe"):
+        pr = dispatch.probe(step, device)
+    res.update(dispatch_kernels=pr.kernels, dispatch_families=pr.families, dispatch_status=pr.status)
+    if pr.status == "probed":
+        why = dispatch.mismatch(backend.expected_kernels(device.split(":")[0]), pr.families)
+        if why:
+            return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": why}
+    with clock("memory"):
+        res["peak_mem_bytes"] = memory.peak_bytes(step, device)
+        kv_before = _kv_fingerprint(inputs) if w.mode == "decode" else None
+    with clock("timing"):
+        t = timing.measure(step, device, timing.TimingConfig(**spec.get("timing", {})), w.launch, w.l2)
+    res.update(t.to_dict())
+    res.update(nvml.snapshot(device))
+    if kv_before is not None:
+        if not all(torch.equal(a, b) for a, b in zip(kv_before, (inputs.k.detach(), inputs.v.detach()))):
+            return {**res, "status": Status.INCORRECT.value,
+                    "reason": "the KV cache changed during timing (decode must leave it as it was)"}
+    res["status"] = Status.OK.value
+    return res
 
 
 def _first_line(e: BaseException) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import statistics
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
@@ -24,7 +25,7 @@ class SweepConfig:
     plugins: list[str] = field(default_factory=list)
     timeout_s: float = 300.0
     seed: int = 0
-    tol: float = 8.0
+    tol: float = 3.0
     timing: TimingConfig = field(default_factory=TimingConfig)
     tag: str = "default"
     log_path: str | None = None  # workers' stdout/stderr
@@ -54,7 +55,7 @@ def make_row(a: Attempt, result: dict, run_id: str, cfg: SweepConfig, dev: Devic
     row["causal"] = int(w.causal)
     keep = {"status", "reason", "samples_us", "calls_per_sample", "timer", "converged", "rel_err", "warmup_calls",
             "warmup_us", "cold_start_us", "peak_mem_bytes", "max_abs_err", "rmse", "cosine", "err_ratio", "ref_err",
-            "check_detail", "dispatch_status", "dispatch_kernels", "dispatch_families", "sm_clock_mhz",
+            "check_detail", "phases_s", "wall_s", "dispatch_status", "dispatch_kernels", "dispatch_families", "sm_clock_mhz",
             "mem_clock_mhz", "temp_c", "power_w", "throttle"}
     row.update({k: v for k, v in result.items() if k in keep})
     samples = result.get("samples_us") or []
@@ -150,7 +151,9 @@ class Sweep:
                     self._release()
                 if not a.planned:
                     current = a.workload
+                t0 = time.perf_counter()
                 result = ({"status": a.planned.value, "reason": a.reason} if a.planned else self._execute(a))
+                result["wall_s"] = round(time.perf_counter() - t0, 4)
                 row = make_row(a, result, self.run_id, self.cfg, self.dev, self.index)
                 self.store.insert(row)
                 done.add(a.key)

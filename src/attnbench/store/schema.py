@@ -41,6 +41,8 @@ ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [
     ("rel_err", "REAL", "95% half-width of the median over the median at stop"),
     ("warmup_calls", "INTEGER", "calls in the timed warm-up"),
     ("warmup_us", "REAL", "wall time of the warm-up"),
+    ("wall_s", "REAL", "wall seconds of the whole attempt, worker start included"),
+    ("phases_s", "TEXT", "JSON wall seconds per phase: inputs, prepare, cold_call, check, probe, memory, timing"),
     ("cold_start_us", "REAL", "first call, compilation and autotuning included (host clock, synchronized)"),
     ("peak_mem_bytes", "INTEGER", "peak device memory of one call above its inputs (CUDA only)"),
     ("max_abs_err", "REAL", "max |x - ref64| over output (and gradients), sampled slices"),
@@ -63,7 +65,7 @@ ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [
     ("throttle", "TEXT", "clock event reasons after timing (NVML)"),
     ("created_at", "TEXT", "UTC time the row was written"),
 ]
-JSON_COLUMNS = ("samples_us", "check_detail", "dispatch_kernels", "dispatch_families")
+JSON_COLUMNS = ("samples_us", "phases_s", "check_detail", "dispatch_kernels", "dispatch_families")
 COLUMN_NAMES = [c for c, _, _ in ATTEMPT_COLUMNS]
 
 RUN_COLUMNS: list[tuple[str, str, str]] = [

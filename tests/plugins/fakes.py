@@ -1,0 +1,121 @@
+"""Fake backends that misbehave in every way the runner must survive (loaded with --plugin)."""
+from __future__ import annotations
+
+import os
+import time
+
+from attnbench.backends.base import Backend, Rejected
+from attnbench.backends.common import from_bhnd, to_bhnd
+from attnbench.backends.reference import attention_math
+
+CPU_AND_CUDA = ("cpu", "cuda")
+
+
+class _Base(Backend):
+    def math(self, w, inputs):
+        q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+
+
+class Good(_Base):
+    """Correct, declares what it runs (unfused GEMMs)."""
+
+    def prepare(self, w, inputs):
+        return lambda: self.math(w, inputs)
+
+
+class Crash(_Base):
+    """Aborts the process on its first call (like a segfault or abort in a native kernel)."""
+
+    def prepare(self, w, inputs):
+        def fn():
+            os.abort()
+
+        return fn
+
+
+class Hang(_Base):
+    def prepare(self, w, inputs):
+        def fn():
+            while True:
+                time.sleep(1)
+
+        return fn
+
+
+class Oom(_Base):
+    def prepare(self, w, inputs):
+        import torch
+
+        def fn():
+            raise torch.OutOfMemoryError("fake: tried to allocate 1.00 TiB")
+
+        return fn
+
+
+class Wrong(_Base):
+    """Returns plausible but wrong values (scaled output)."""
+
+    def prepare(self, w, inputs):
+        return lambda: self.math(w, inputs) * 1.05
+
+
+class Unwritten(_Base):
+    """Writes only the first half of the (NaN-poisoned) output buffer it is given."""
+
+    def prepare(self, w, inputs):
+        def fn():
+            o = self.math(w, inputs)
+            out = inputs.out
+            half = out.shape[2 if w.layout == "BHND" else 1] // 2 or 1
+            if w.layout == "BHND":
+                out[:, :, :half].copy_(o[:, :, :half])
+            else:
+                out[:, :half].copy_(o[:, :half])
+            return out
+
+        return fn
+
+
+class Refuses(_Base):
+    def prepare(self, w, inputs):
+        raise Rejected("fake: this library refuses every configuration")
+
+
+class Raises(_Base):
+    def prepare(self, w, inputs):
+        def fn():
+            raise ValueError("fake: a bug in the kernel wrapper")
+
+        return fn
+
+
+class Mutates(_Base):
+    """Decode that writes into the KV cache it was handed."""
+
+    def prepare(self, w, inputs):
+        def fn():
+            o = self.math(w, inputs)
+            inputs.k.data.mul_(1.0001) if not inputs.k.requires_grad else None
+            return o
+
+        return fn
+
+
+GEMM = {"cpu": frozenset({"unfused-gemm"}), "cuda": frozenset({"unfused-gemm"})}
+FLASH = {"cpu": frozenset({"pytorch-flash-cpu"}), "cuda": frozenset({"pytorch-flash"})}
+
+BACKENDS = [
+    Good(name="fake-good", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA),
+    Crash(name="fake-crash", family="plugin", kernel_families=GEMM),
+    Hang(name="fake-hang", family="plugin", kernel_families=GEMM),
+    Oom(name="fake-oom", family="plugin", kernel_families=GEMM),
+    Wrong(name="fake-wrong", family="plugin", kernel_families=GEMM),
+    Unwritten(name="fake-unwritten", family="plugin", kernel_families=GEMM, writes_out=True,
+              modes=("prefill", "decode")),
+    # Claims a flash kernel but runs unfused matmuls: the dispatch probe must catch it.
+    Good(name="fake-liar", family="plugin", kernel_families=FLASH),
+    Refuses(name="fake-refuses", family="plugin", kernel_families=GEMM),
+    Raises(name="fake-raises", family="plugin", kernel_families=GEMM),
+    Mutates(name="fake-mutates", family="plugin", kernel_families=GEMM, modes=("decode",)),
+]
