@@ -1,0 +1,92 @@
+"""CUDA-only behaviour of the runner and measurement (skipped without a GPU)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+HERE = Path(__file__).parent
+FAKES = str(HERE / "plugins" / "fakes.py")
+GPU_FAKES = str(HERE / "plugins" / "gpu_fakes.py")
+
+GRID = """
+name: gpu-test
+workloads:
+  - {mode: prefill, batch: 2, seqlen: 1k, q_heads: 8, head_dim: 64, causal: true}
+  - {mode: prefill, batch: 2, seqlen: 1k, q_heads: 8, head_dim: 64, causal: false, l2: cold}
+  - {mode: decode, batch: 4, kv_len: 2k, q_heads: 8, kv_heads: 2, head_dim: 128, launch: [eager, graph]}
+  - {mode: train_fwd_bwd, batch: 2, seqlen: 512, q_heads: 8, head_dim: 64, causal: true}
+"""
+
+
+def run_cli(tmp_path, grid: str, backends: str, *extra) -> list[dict]:
+    from attnbench.cli.main import main
+
+    cfg = tmp_path / "grid.yaml"
+    cfg.write_text(grid)
+    db = tmp_path / "gpu.sqlite"
+    rc = main(["run", "--config", str(cfg), "--device", "cuda", "--db", str(db), "--backends", backends,
+               "--plugin", FAKES, "--plugin", GPU_FAKES, "--timeout", "120", *extra])
+    assert rc == 0
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("SELECT * FROM attempts ORDER BY rowid")]
+
+
+def by(rows, backend):
+    return [r for r in rows if r["backend"] == backend]
+
+
+def test_real_backends_and_failures_on_gpu(tmp_path):
+    rows = run_cli(tmp_path, GRID, "sdpa-flash,sdpa-cudnn,sdpa-efficient,reference,fake-illegal-address,"
+                                   "fake-eager-flex,fake-real-oom,fake-good")
+    assert len(rows) == 5 * 8 and len({r["attempt_key"] for r in rows}) == len(rows)
+    for r in by(rows, "sdpa-flash"):
+        assert r["status"] == "OK", r["reason"]
+        assert json.loads(r["dispatch_families"]) == ["pytorch-flash"]
+    for r in by(rows, "sdpa-cudnn"):
+        if r["status"] == "OK":
+            assert json.loads(r["dispatch_families"]) == ["cudnn"]
+    assert {r["status"] for r in by(rows, "fake-illegal-address")} == {"CRASH"}
+    assert all("CUDA context broken" in r["reason"] for r in by(rows, "fake-illegal-address"))
+    assert {r["status"] for r in by(rows, "fake-eager-flex")} <= {"DISPATCH_MISMATCH", "UNSUPPORTED"}
+    assert "DISPATCH_MISMATCH" in {r["status"] for r in by(rows, "fake-eager-flex")}
+    assert {r["status"] for r in by(rows, "fake-real-oom")} == {"OOM"}
+    good = by(rows, "fake-good")
+    assert all(r["status"] == "OK" for r in good), [r["reason"] for r in good]  # the sweep survived the crashes
+    ok = [r for r in rows if r["status"] == "OK"]
+    for r in ok:
+        assert r["peak_mem_bytes"] and r["peak_mem_bytes"] > 0
+        assert r["err_ratio"] <= 3.0
+        assert r["timer"] == ("cuda_graph" if r["launch"] == "graph" else "cuda_event")
+        samples = json.loads(r["samples_us"])
+        assert len(samples) >= 10 and r["median_us"] > 0
+        if r["l2"] == "cold":
+            assert r["calls_per_sample"] == 1
+    assert any(r["sm_clock_mhz"] for r in ok), "NVML clocks missing"
+
+
+def test_flex_never_measured_on_the_recompile_slow_path(tmp_path):
+    """Twelve shapes in one Flex worker: past dynamo's recompile limit an unguarded process would
+    run the eager fallback; every attempt must instead run the compiled Triton kernel."""
+    grid = "name: recompile\nworkloads:\n  - {mode: prefill, batch: 1, q_heads: 4, head_dim: 64, causal: true, " \
+           "seqlen: [256, 384, 512, 640, 768, 896, 1024, 1152, 1280, 1408, 1536, 1664]}\n"
+    rows = run_cli(tmp_path, grid, "flex")
+    assert len(rows) == 12
+    for r in rows:
+        assert r["status"] == "OK", r["reason"]
+        assert json.loads(r["dispatch_families"]) == ["triton"]
+        assert any("flex" in k for k in json.loads(r["dispatch_kernels"]))
+        assert r["cold_start_us"] > r["median_us"]  # compilation is reported apart, not in samples
+
+
+def test_oom_predicted_without_running(tmp_path):
+    grid = "name: huge\nworkloads:\n  - {mode: prefill, batch: 64, seqlen: 64k, q_heads: 32, head_dim: 128}\n"
+    rows = run_cli(tmp_path, grid, "reference")
+    assert [r["status"] for r in rows] == ["OOM_PREDICTED"]
+    assert "GiB" in rows[0]["reason"]
