@@ -38,6 +38,9 @@ class EagerFlex(Backend):
     """flex_attention without torch.compile runs an unfused fallback: what a recompile limit
     silently leaves behind. Declares Triton, so the probe must call it a mismatch."""
 
+    def extra_supports(self, w, dev):
+        return "fake: no mask support" if w.causal else None
+
     def prepare(self, w, inputs):
         from torch.nn.attention.flex_attention import flex_attention
 

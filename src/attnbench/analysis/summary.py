@@ -51,7 +51,7 @@ def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bo
         if best["mode"] == "decode":
             rec["metric"] = "GB/s"
             rec["value"] = best["bytes"] / (best["median_us"] * 1e-6) / 1e9
-            top = c.get("copy_gbps")
+            top = c.get("read_gbps") or c.get("copy_gbps")
         else:
             rec["metric"] = "TFLOP/s"
             rec["value"] = best["flops"] / (best["median_us"] * 1e-6) / 1e12

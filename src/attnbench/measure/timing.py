@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 
+MIN_SAMPLES_AT_CAP = 5  # samples kept even when the time cap is reached first
+
+
 @dataclass(frozen=True)
 class TimingConfig:
     warmup_s: float = 0.05  # warm-up by time budget (and at least 2 calls)
@@ -80,13 +83,17 @@ def warmup(step: Callable[[], Any], device: str, budget_s: float) -> tuple[int, 
 def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing) -> Timing:
     t0 = time.perf_counter()
     while len(t.samples_us) < cfg.max_samples:
-        t.samples_us.extend(sample() for _ in range(min(10, cfg.max_samples - len(t.samples_us))))
+        batch = min(10, cfg.max_samples - len(t.samples_us))
+        for _ in range(batch):
+            t.samples_us.append(sample())
+            if time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= MIN_SAMPLES_AT_CAP:
+                break
         t.rel_err = rel_halfwidth(t.samples_us)
         if len(t.samples_us) >= cfg.min_samples and t.rel_err <= cfg.target_rel_err:
             t.converged = True
             break
-        if time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= cfg.min_samples:
-            break
+        if time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= MIN_SAMPLES_AT_CAP:
+            break  # slow calls: the time cap wins over min_samples; `converged` stays False
     if t.rel_err == math.inf:
         t.rel_err = None
     return t
@@ -137,8 +144,12 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
         end.synchronize()
         return start.elapsed_time(end) * 1e3 / k
 
-    est = sorted(events(step, 1) for _ in range(3))[1]
-    k = 1 if flush else max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
+    per_call = wus / max(n, 1)
+    if flush or per_call > 10 * cfg.min_block_us:  # long calls: one per sample, no estimate needed
+        k = 1
+    else:
+        est = sorted(events(step, 1) for _ in range(3))[1]
+        k = max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
     if launch == "graph":
         graph = capture_graph(step, k, device)
         t = Timing(calls_per_sample=k, timer="cuda_graph", warmup_calls=n, warmup_us=wus)

@@ -76,10 +76,26 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache) -> dict:
         return {**res, "status": Status.OOM.value, "reason": f"{type(e).__name__}: {_first_line(e)}"}
     except Exception as e:
         msg = f"{type(e).__name__}: {_first_line(e)}"
-        if any(s in str(e) for s in _CONTEXT_BROKEN):
-            return {**res, "status": Status.CRASH.value, "reason": f"CUDA context broken: {msg}", "fatal": True}
+        broken = _context_broken(e, device)
+        if broken:
+            return {**res, "status": Status.CRASH.value, "reason": f"CUDA context broken: {broken}", "fatal": True}
         log.debug("attempt failed", exc_info=True)
         return {**res, "status": Status.ERROR.value, "reason": msg}
+
+
+def _context_broken(e: BaseException, device: str) -> str | None:
+    """The error text if this failure (or an asynchronous kernel fault behind it) left the CUDA
+    context unusable; the next attempt must then get a fresh process."""
+    if any(s in str(e) for s in _CONTEXT_BROKEN):
+        return f"{type(e).__name__}: {_first_line(e)}"
+    if device.startswith("cuda"):
+        import torch
+
+        try:
+            torch.cuda.synchronize()  # a faulting kernel launched before the exception shows here
+        except Exception as late:
+            return f"{type(late).__name__}: {_first_line(late)}"
+    return None
 
 
 class _Phases:
