@@ -1,7 +1,13 @@
 """Best backend per workload with its time, throughput and share of the measured device ceiling."""
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pandas as pd
+
+SEPARATION_RATIO = 1.10  # a winner must be at least 10% ahead of the runner-up ...
+N_BOOT = 1000  # ... and the 95% bootstrap lower bound of that ratio must exceed 1
 
 WORKLOAD_COLS = ["device_name", "mode", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim",
                  "head_dim_v", "dtype", "causal", "causal_align", "layout", "launch", "l2"]
@@ -23,15 +29,31 @@ def per_backend(df: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=WORKLOAD_COLS + ["workload_key", "backend", "role", "median_us", "p95_us",
                                                      "repeats", "flops", "bytes"])
+    ok = ok.assign(samples=ok["samples_us"].map(lambda s: json.loads(s) if isinstance(s, str) else (s or [])))
     g = ok.groupby(["workload_key", "backend"], sort=False)
+    pooled = g["samples"].agg(lambda col: [x for s in col for x in s])
     agg = g.agg(median_us=("median_us", "median"), p95_us=("p95_us", "max"), repeats=("repeat", "nunique"),
                 role=("role", "first"), flops=("flops", "first"), bytes=("bytes", "first"),
                 **{c: (c, "first") for c in WORKLOAD_COLS})
+    agg["samples"] = pooled
     return agg.reset_index()
 
 
+def separation(fast: list[float], slow: list[float], seed: int = 0, n_boot: int = N_BOOT) -> float | None:
+    """Lower bound of the 95% bootstrap interval of median(slow) / median(fast), resampling the raw
+    samples of each backend (all repeats pooled)."""
+    if len(fast) < 2 or len(slow) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(fast), np.asarray(slow)
+    ma = np.median(rng.choice(a, (n_boot, a.size)), axis=1)
+    mb = np.median(rng.choice(b, (n_boot, b.size)), axis=1)
+    return float(np.percentile(mb / ma, 2.5))
+
+
 def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bool = False) -> pd.DataFrame:
-    """Fastest contestant per workload (accuracy references excluded unless asked), runner-up ratio,
+    """Fastest contestant per workload (accuracy references excluded unless asked), runner-up ratio
+    with its bootstrap lower bound, whether the winner is clear (ratio >= 1.10 and lower bound > 1),
     throughput (TFLOP/s, or modelled GB/s for decode) and % of the device's measured ceiling."""
     pb = per_backend(df)
     if not include_references:
@@ -44,14 +66,17 @@ def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bo
         rec = {c: best[c] for c in WORKLOAD_COLS}
         rec.update(workload_key=key, best=best["backend"], median_us=best["median_us"], p95_us=best["p95_us"],
                    repeats=int(best["repeats"]), contestants=len(grp))
+        rec["clear"] = False
         if len(grp) > 1:
             rec["runner_up"] = grp.iloc[1]["backend"]
             rec["ratio"] = grp.iloc[1]["median_us"] / best["median_us"]
+            rec["ratio_l95"] = separation(best["samples"], grp.iloc[1]["samples"])
+            rec["clear"] = bool(rec["ratio"] >= SEPARATION_RATIO and (rec["ratio_l95"] or 0) > 1)
         c = ceil.get(best["device_name"], {})
         if best["mode"] == "decode":
             rec["metric"] = "GB/s"
             rec["value"] = best["bytes"] / (best["median_us"] * 1e-6) / 1e9
-            top = c.get("read_gbps") or c.get("copy_gbps")
+            top = c.get("copy_gbps")  # seed convention; a read-only kernel can exceed it (>100%)
         else:
             rec["metric"] = "TFLOP/s"
             rec["value"] = best["flops"] / (best["median_us"] * 1e-6) / 1e12

@@ -39,16 +39,23 @@ def _check_device(device: str) -> str:
     raise UsageError(f"bad --device {device!r}: use cpu, cuda or cuda:N")
 
 
+def _worker_log_level(verbose: int) -> int:
+    import logging
+
+    return (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+
+
 def select_workloads(args):
     """Grid (named or YAML) narrowed by --modes, --seqlen, --causal, --dtype."""
     from ..workloads import DTYPES, MODES
     from ..workloads.grids import get_grid, load_yaml_grid, parse_size
 
     if args.config:
-        name, ws = load_yaml_grid(args.config)
+        label, ws = load_yaml_grid(args.config)
+        name = f"{label} ({args.config})"
     else:
+        ws = get_grid(args.grid)
         name = args.grid
-        ws = get_grid(name)
     if args.modes:
         bad = [m for m in args.modes if m not in MODES]
         if bad:
@@ -95,7 +102,8 @@ def cmd_run(args, argv) -> int:
     timing = TimingConfig.for_device(device, args.max_time)
     cfg = SweepConfig(device=device, plugins=[str(Path(p).resolve()) for p in args.plugin],
                       timeout_s=args.timeout, seed=args.seed, tol=args.tol, timing=timing, tag=args.tag,
-                      log_path=str(db.with_name(db.name + ".log")), strict_isolation=args.strict_isolation)
+                      log_path=None if args.dry_run else str(db.with_name(db.name + ".log")),
+                      strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose))
     store = Store(db) if not args.dry_run else None
     run_id = new_run_id()
     sweep = Sweep(store, cfg, None, run_id)
@@ -112,6 +120,10 @@ def cmd_run(args, argv) -> int:
             out.print(f"{len(workloads)} workloads × {len(backends)} backends × {args.repeats} repeats = "
                       f"{len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
             return 0
+        if args.retry_failed:
+            n = store.delete_failed({a.key for a in attempts})
+            if n:
+                err.print(f"retrying {n} attempts that ended TIMEOUT, CRASH or ERROR")
         store.start_run(run_id, args.tag, grid_name, shlex.join(["attnbench"] + list(argv)), dev.name, prov)
         with SweepProgress(len(attempts), err) as prog:
             sweep.on_row = prog.update
@@ -161,9 +173,10 @@ def cmd_show(args, argv) -> int:
     store = Store(args.db, create=False)
     df, runs = store.dataframe(), store.runs()
     best = best_per_workload(df, runs, include_references=args.all)
-    t = Table(title=f"Fastest backend per workload ({args.db}; median of per-repeat medians)")
+    t = Table(title=f"Fastest backend per workload ({args.db}; median of per-repeat medians; clear = "
+                    "≥10% ahead of the runner-up and the 95% bootstrap lower bound of that ratio > 1)")
     for c in ("device", "mode", "B", "Nq", "Nkv", "H q/kv", "D", "dtype", "mask", "launch", "best", "median µs",
-              "p95 µs", "throughput", "% ceiling", "runner-up", "×"):
+              "p95 µs", "throughput", "% ceiling", "runner-up", "×", "clear"):
         t.add_column(c, justify="right" if c in ("B", "Nq", "Nkv", "median µs", "p95 µs", "throughput",
                                                   "% ceiling", "×") else "left")
     for _, r in best.iterrows():
@@ -174,7 +187,8 @@ def cmd_show(args, argv) -> int:
         t.add_row(str(r["device_name"]), r["mode"], str(r["batch"]), str(r["q_len"]), str(r["kv_len"]),
                   f"{r['q_heads']}/{r['kv_heads']}", str(r["head_dim"]), r["dtype"], mask, r["launch"], r["best"],
                   f"{r['median_us']:.1f}", f"{r['p95_us']:.1f}", f"{r['value']:.3g} {r['metric']}", pct,
-                  str(r.get("runner_up") or "-") if r.get("runner_up") == r.get("runner_up") else "-", ratio)
+                  str(r.get("runner_up") or "-") if r.get("runner_up") == r.get("runner_up") else "-", ratio,
+                  "yes" if r.get("clear") else "no")
     if best.empty:
         out.print(f"no OK contestant rows in {args.db} ({len(df)} attempts stored)")
     else:

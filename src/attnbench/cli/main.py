@@ -14,7 +14,7 @@ DEFAULT_DB = "attnbench.sqlite"
 EPILOG = """Every attempt (workload × backend × repeat) becomes exactly one row with a status:
 OK, UNSUPPORTED, OOM_PREDICTED, OOM, INCORRECT, DISPATCH_MISMATCH, TIMEOUT, CRASH or ERROR.
 Typical use:
-  attnbench run                       # smoke grid on CPU, quick-sized grid choices on a GPU
+  attnbench run                       # the smoke grid on CPU, the quick grid on a CUDA device
   attnbench run --grid quick --repeats 3
   attnbench show --db attnbench.sqlite
 Bad input exits with code 2 and writes nothing."""
@@ -65,11 +65,15 @@ def build_parser() -> Parser:
     r.add_argument("--tol", type=float, default=3.0,
                    help="max error ratio against the same-dtype unfused reference (default 3)")
     r.add_argument("--max-time", type=float, default=None, metavar="S",
-                   help="timing budget per attempt after warm-up (default 2 s)")
+                   help="timing budget per attempt after warm-up (default 0.5 s on CUDA, 0.3 s on CPU)")
     r.add_argument("--strict-isolation", action="store_true",
                    help="a fresh process for every attempt of compile-based backends (slower; default: "
                         "one process per backend and repeat, compiler state reset before each attempt)")
-    r.add_argument("--dry-run", action="store_true", help="print the plan's counts and exit")
+    r.add_argument("--dry-run", action="store_true",
+                   help="print the plan's counts and exit (starts one worker to read the device; writes nothing)")
+    r.add_argument("--retry-failed", action="store_true",
+                   help="on resume, run again the attempts of this tag that ended TIMEOUT, CRASH or ERROR "
+                        "(their rows are replaced)")
 
     b = sub.add_parser("backends", help="list backends: family, role, availability and version")
     b.add_argument("--plugin", action="append", default=[], metavar="FILE.py")

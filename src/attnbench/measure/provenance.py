@@ -33,7 +33,7 @@ def git_revision() -> dict:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
         if sha.returncode:
             return {"git_sha": None}
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here,
                                capture_output=True, text=True, timeout=5)
         return {"git_sha": sha.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
@@ -124,13 +124,27 @@ def ceilings(device: str) -> dict:
     return out
 
 
-def collect(device: str, seed: int, measure_ceilings: bool = True) -> dict:
+def plugin_digests(paths) -> dict:
+    """sha256 of each --plugin file, so a row can be traced to the code that produced it."""
+    import hashlib
+
+    out = {}
+    for p in paths or ():
+        try:
+            out[str(p)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+        except OSError as e:
+            out[str(p)] = f"unreadable: {e}"
+    return out
+
+
+def collect(device: str, seed: int, measure_ceilings: bool = True, plugins=()) -> dict:
     import torch
 
     prov = {
         "attnbench_version": __version__,
         **git_revision(),
         "seed": seed,
+        "plugins": plugin_digests(plugins),
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -30,6 +30,7 @@ class SweepConfig:
     tag: str = "default"
     log_path: str | None = None  # workers' stdout/stderr
     strict_isolation: bool = False  # a fresh process for every attempt of a compile-based backend
+    log_level: int = logging.WARNING  # workers' logging level
 
 
 def new_run_id() -> str:
@@ -69,10 +70,10 @@ def make_row(a: Attempt, result: dict, run_id: str, cfg: SweepConfig, dev: Devic
 
 class Sweep:
     """Owns the workers. A repeat gets fresh processes: one shared by backends with
-    isolation="worker", one per backend with isolation="backend" (compile-based: no other
-    backend's compiler state, and dynamo is reset before each attempt), and a new process per
-    attempt for isolation="attempt" (or for every non-shared backend with strict=True). A worker
-    that crashed or timed out is replaced before the next attempt."""
+    isolation="worker", one per backend with isolation="backend" (compile-based backends: no other
+    backend's compiler state; the built-in ones also reset dynamo in prepare()), and a new process
+    per attempt for isolation="attempt" (or for every non-shared backend with strict_isolation).
+    A worker that crashed or timed out is replaced before the next attempt."""
 
     def __init__(self, store: Store, cfg: SweepConfig, dev: DeviceInfo | None, run_id: str,
                  on_row: Callable[[dict], None] = lambda row: None):
@@ -91,12 +92,15 @@ class Sweep:
             return None
         return "shared" if iso == "worker" else f"backend:{a.backend.name}"
 
+    def _new_worker(self) -> Worker:
+        return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level)
+
     def _get(self, slot: str | None) -> Worker:
         if slot is None:
-            return Worker(self.cfg.plugins, log_path=self.cfg.log_path)
+            return self._new_worker()
         w = self.workers.get(slot)
         if w is None or not w.alive:
-            w = self.workers[slot] = Worker(self.cfg.plugins, log_path=self.cfg.log_path)
+            w = self.workers[slot] = self._new_worker()
         return w
 
     def _execute(self, a: Attempt) -> dict:

@@ -51,12 +51,14 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             from ..measure import provenance
 
             try:
-                conn.send({"ok": True, "provenance": provenance.collect(msg["device"], msg["seed"])})
+                conn.send({"ok": True, "provenance": provenance.collect(msg["device"], msg["seed"], plugins=plugins)})
             except Exception as e:
                 conn.send({"ok": False, "error": f"{type(e).__name__}: {e}"})
             continue
         if op == "attempt":
             res = attempt.run(msg, backends[msg["backend"]], cache)
+            if res.get("status") != "OK":
+                cache.clear()  # a failed backend may have scribbled on the shared inputs
             conn.send(res)
             if res.get("fatal"):
                 return  # a broken CUDA context cannot serve another attempt

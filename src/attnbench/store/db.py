@@ -77,6 +77,12 @@ class Store:
     def done_keys(self) -> set[str]:
         return {r[0] for r in self.con.execute("SELECT attempt_key FROM attempts")}
 
+    def delete_failed(self, keys: set[str], statuses=("TIMEOUT", "CRASH", "ERROR")) -> int:
+        """Remove rows of these attempts that ended in a retryable status; returns how many."""
+        q = f"DELETE FROM attempts WHERE attempt_key = ? AND status IN ({','.join('?' * len(statuses))})"
+        with self.con:
+            return sum(self.con.execute(q, (k, *statuses)).rowcount for k in keys)
+
     def insert(self, row: dict) -> bool:
         """Insert one attempt row (one transaction); False if that attempt already has a row."""
         self.insert_many([row])

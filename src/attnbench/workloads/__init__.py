@@ -43,12 +43,18 @@ class Workload:
     accum: str = "fp32"  # accumulation precision the kernel is asked to use
     causal: bool = False
     causal_align: str = "bottom_right"  # top_left: q_i sees k_j<=i; bottom_right: j<=i+Nkv-Nq
+    #                                     (normalised to bottom_right when causal is false)
     dropout: float = 0.0
     layout: str = "BHND"
     launch: str = "eager"
     l2: str = "warm"
 
     def __post_init__(self) -> None:
+        # One spelling per semantics: without a mask the alignment means nothing, and 0 == 0.0.
+        if self.causal is False and self.causal_align != "bottom_right" and self.causal_align in CAUSAL_ALIGNS:
+            object.__setattr__(self, "causal_align", "bottom_right")
+        if isinstance(self.dropout, int) and not isinstance(self.dropout, bool):
+            object.__setattr__(self, "dropout", float(self.dropout))
         problems = validate(self)
         if problems:
             raise WorkloadError(f"impossible workload {self.label()}: {problems[0]}")
@@ -127,6 +133,8 @@ def validate(w: Workload) -> list[str]:
         out.append(f"launch {w.launch!r} not in {LAUNCHES}")
     if w.l2 not in L2_STATES:
         out.append(f"l2 {w.l2!r} not in {L2_STATES}")
+    if w.causal and w.causal_align == "bottom_right" and w.q_len > w.kv_len:
+        out.append(f"bottom-right causal with q_len {w.q_len} > kv_len {w.kv_len} leaves query rows with no key")
     if w.launch == "graph" and w.mode == "train_fwd_bwd":
         out.append("CUDA-graph launch is offered for forward modes only")
     return out

@@ -116,6 +116,8 @@ def expand_block(block: dict) -> list[Workload]:
         for k in ("q_len", "kv_len"):
             if k in d:
                 d[k] = parse_size(d[k])
+        if d.get("mode") == "decode" and "kv_len" not in d:
+            raise GridError("a decode block needs kv_len (or seqlen): the KV-cache length")
         if "q_len" not in d:
             d["q_len"] = 1 if d.get("mode") == "decode" else d.get("kv_len")
         d.setdefault("kv_len", d["q_len"])
@@ -145,6 +147,10 @@ def load_yaml_grid(path: str | Path) -> tuple[str, list[Workload]]:
         raise GridError(f"malformed YAML in {p}{where}: {getattr(e, 'problem', e)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("workloads"), list) or not doc["workloads"]:
         raise GridError(f"{p}: expected a mapping with a non-empty 'workloads' list")
+    extra = set(doc) - {"name", "workloads"}
+    if extra:
+        raise GridError(f"{p}: unknown top-level key(s) {', '.join(sorted(map(str, extra)))}; "
+                        "expected name and workloads")
     out: list[Workload] = []
     for block in doc["workloads"]:
         out.extend(expand_block(block))
