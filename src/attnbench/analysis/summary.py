@@ -30,11 +30,11 @@ def per_backend(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=WORKLOAD_COLS + ["workload_key", "backend", "role", "median_us", "p95_us",
                                                      "repeats", "flops", "bytes"])
     ok = ok.assign(samples=ok["samples_us"].map(lambda s: json.loads(s) if isinstance(s, str) else (s or [])))
-    g = ok.groupby(["workload_key", "backend"], sort=False)
+    g = ok.groupby(["device_name", "workload_key", "backend"], sort=False)
     pooled = g["samples"].agg(lambda col: [x for s in col for x in s])
     agg = g.agg(median_us=("median_us", "median"), p95_us=("p95_us", "max"), repeats=("repeat", "nunique"),
                 role=("role", "first"), flops=("flops", "first"), bytes=("bytes", "first"),
-                **{c: (c, "first") for c in WORKLOAD_COLS})
+                **{c: (c, "first") for c in WORKLOAD_COLS if c != "device_name"})
     agg["samples"] = pooled
     return agg.reset_index()
 
@@ -60,7 +60,7 @@ def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bo
         pb = pb[pb["role"] != "accuracy_reference"]
     ceil = ceilings_by_device(runs)
     rows = []
-    for key, grp in pb.groupby("workload_key", sort=False):
+    for (_, key), grp in pb.groupby(["device_name", "workload_key"], sort=False):
         grp = grp.sort_values("median_us")
         best = grp.iloc[0]
         rec = {c: best[c] for c in WORKLOAD_COLS}

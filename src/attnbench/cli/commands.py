@@ -92,8 +92,10 @@ def cmd_run(args, argv) -> int:
     backends = select(args.backends, args.plugin)
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
-    if args.timeout <= 0:
+    if not args.timeout > 0:
         raise UsageError("--timeout must be positive")
+    if not args.tol > 0:
+        raise UsageError("--tol must be positive")
     db = Path(args.db)
     if not db.parent.exists():
         raise UsageError(f"directory of --db does not exist: {db.parent}")
@@ -210,10 +212,10 @@ def cmd_export(args, argv) -> int:
     from ..store.db import Store
     from ..store.io import export
 
-    store = Store(args.db, create=False)
     outp = Path(args.out)
     if not outp.parent.exists():
         raise UsageError(f"directory of --out does not exist: {outp.parent}")
+    store = Store(args.db, create=False)
     n = export(store, args.format, outp)
     store.close()
     err.print(f"wrote {n} attempts to {outp}")

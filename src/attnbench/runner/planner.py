@@ -22,8 +22,9 @@ class Attempt:
     reason: str | None = None
 
 
-def attempt_key(tag: str, device_name: str, w: Workload, backend: str, repeat: int) -> str:
-    return hashlib.sha1(f"{tag}|{device_name}|{w.key()}|{backend}|{repeat}".encode()).hexdigest()[:24]
+def attempt_key(tag: str, device_name: str, w: Workload, backend: str, repeat: int, seed: int = 0) -> str:
+    """Identity of an attempt: same tag, device model, workload, backend, repeat and input seed."""
+    return hashlib.sha1(f"{tag}|{device_name}|{w.key()}|{backend}|{repeat}|{seed}".encode()).hexdigest()[:24]
 
 
 def plan(workloads: list[Workload], backends: list[Backend], dev: DeviceInfo, repeats: int, tag: str,
@@ -38,7 +39,7 @@ def plan(workloads: list[Workload], backends: list[Backend], dev: DeviceInfo, re
             order = list(backends)
             random.Random(f"{seed}:{w.key()}:{r}").shuffle(order)
             for b in order:
-                a = Attempt(attempt_key(tag, dev.name, w, b.name, r), w, b, r)
+                a = Attempt(attempt_key(tag, dev.name, w, b.name, r, seed), w, b, r)
                 why = unavailable[b.name] or b.supports(w, dev)
                 if why:
                     a.planned, a.reason = Status.UNSUPPORTED, why

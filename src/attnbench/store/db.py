@@ -20,13 +20,18 @@ def utcnow() -> str:
 class Store:
     def __init__(self, path: str | Path, create: bool = True):
         self.path = Path(path)
+        if self.path.is_dir():
+            raise StoreError(f"store path is a directory: {self.path}")
         if not create and not self.path.is_file():
             raise StoreError(f"store not found: {self.path}")
-        self.con = sqlite3.connect(str(self.path), timeout=30)
-        self.con.row_factory = sqlite3.Row
-        self.con.execute("PRAGMA journal_mode=WAL")
-        self.con.execute("PRAGMA synchronous=NORMAL")
-        self._migrate(create)
+        try:
+            self.con = sqlite3.connect(str(self.path), timeout=30)
+            self.con.row_factory = sqlite3.Row
+            self._migrate(create)  # refuses a foreign file before anything is changed in it
+            self.con.execute("PRAGMA journal_mode=WAL")
+            self.con.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not a usable attnbench store: {e}") from None
 
     def _migrate(self, create: bool) -> None:
         has_meta = self.con.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone()
@@ -85,8 +90,7 @@ class Store:
 
     def insert(self, row: dict) -> bool:
         """Insert one attempt row (one transaction); False if that attempt already has a row."""
-        self.insert_many([row])
-        return True
+        return self.insert_many([row]) == 1
 
     def insert_many(self, rows: list[dict]) -> int:
         unknown = {k for r in rows for k in r} - set(COLUMN_NAMES)

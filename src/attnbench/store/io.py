@@ -55,20 +55,36 @@ def read_rows(path: str | Path, fmt: str | None = None) -> list[dict]:
     fmt = fmt or p.suffix.lstrip(".")
     if fmt not in FORMATS:
         raise StoreError(f"cannot tell the format of {p}; pass --format {'|'.join(FORMATS)}")
+    required = ("attempt_key", "run_id", "backend", "status")
     try:
         if fmt == "jsonl":
             rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
         else:
-            df = pd.read_csv(p) if fmt == "csv" else pd.read_parquet(p)
+            if fmt == "csv":  # text columns stay text: '0123' keys and an 'NA' reason survive
+                text = {c: str for c in COLUMN_NAMES if TYPES_BY_COLUMN[c] == "TEXT"}
+                df = pd.read_csv(p, dtype=text, keep_default_na=False, na_values=[""])
+            else:
+                df = pd.read_parquet(p)
+            absent = [c for c in required if c not in df.columns]
+            if absent:
+                raise StoreError(f"{p}: no column {', '.join(absent)}")
             rows = [{k: _clean(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
     except (ValueError, OSError) as e:
         raise StoreError(f"cannot read {p} as {fmt}: {str(e).splitlines()[0]}") from None
     out = []
     for i, r in enumerate(rows):
-        missing = {"attempt_key", "run_id", "backend", "status"} - set(r)
+        if not isinstance(r, dict):
+            raise StoreError(f"{p}: row {i + 1} is not an object")
+        missing = [c for c in required if r.get(c) is None]
         if missing:
-            raise StoreError(f"{p}: row {i + 1} lacks {', '.join(sorted(missing))}")
-        out.append({c: _typed(c, r.get(c)) for c in COLUMN_NAMES})
+            raise StoreError(f"{p}: row {i + 1} lacks {', '.join(missing)}")
+        typed = {}
+        for c in COLUMN_NAMES:
+            try:
+                typed[c] = _typed(c, r.get(c))
+            except (TypeError, ValueError) as e:
+                raise StoreError(f"{p}: row {i + 1}, column {c}: {e}") from None
+        out.append(typed)
     return out
 
 

@@ -5,7 +5,7 @@ SCHEMA_VERSION = 1
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [
-    ("attempt_key", "TEXT NOT NULL UNIQUE", "identity of the attempt: hash of tag, device model, workload, backend, repeat"),
+    ("attempt_key", "TEXT NOT NULL UNIQUE", "identity of the attempt: hash of tag, device model, workload, backend, repeat, seed"),
     ("run_id", "TEXT NOT NULL", "the invocation that executed the attempt (see runs)"),
     ("tag", "TEXT", "sweep label; resume continues attempts with the same tag"),
     ("backend", "TEXT NOT NULL", "backend name (e.g. sdpa-flash)"),

@@ -125,7 +125,9 @@ def validate(w: Workload) -> list[str]:
         out.append(f"causal_align {w.causal_align!r} not in {CAUSAL_ALIGNS}")
     if not isinstance(w.causal, bool):
         out.append(f"causal must be true or false, got {w.causal!r}")
-    if not (0.0 <= w.dropout < 1.0):
+    if not isinstance(w.dropout, (int, float)) or isinstance(w.dropout, bool):
+        out.append(f"dropout must be a number in [0, 1), got {w.dropout!r}")
+    elif not (0.0 <= w.dropout < 1.0):
         out.append(f"dropout must be in [0, 1), got {w.dropout!r}")
     if w.layout not in LAYOUTS:
         out.append(f"layout {w.layout!r} not in {LAYOUTS}")

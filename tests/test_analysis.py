@@ -1,0 +1,135 @@
+"""Summary statistics behind `attnbench show` (analysis/summary.py)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from attnbench.analysis.summary import (SEPARATION_RATIO, best_per_workload, ceilings_by_device, per_backend,
+                                        separation, status_counts)
+from conftest import make_row
+
+RUNS = [{"device_name": "CPU test", "provenance": {"ceilings": {"copy_gbps": 10.0, "matmul_tflops_bf16": 1.0}}}]
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows)
+
+
+def ok(i, backend, median, repeat=0, **kw):
+    r = make_row(0, backend=backend, median_us=median, p95_us=median * 1.1, repeat=repeat,
+                 attempt_key=f"{backend}-{repeat}-{i}-{kw.get('device_name', '')}", **kw)
+    return r
+
+
+def test_per_backend_takes_the_median_of_repeat_medians_and_the_worst_p95():
+    df = frame([ok(0, "a", 10.0, 0), ok(1, "a", 30.0, 1), ok(2, "a", 20.0, 2), ok(3, "b", 5.0, 0),
+                make_row(0, backend="c", status="CRASH", attempt_key="c")])
+    pb = per_backend(df).set_index("backend")
+    assert set(pb.index) == {"a", "b"}  # only OK rows
+    assert pb.loc["a", "median_us"] == 20.0 and pb.loc["a", "repeats"] == 3
+    assert pb.loc["a", "p95_us"] == pytest.approx(33.0)
+
+
+def test_best_per_workload_excludes_references_unless_asked():
+    df = frame([ok(0, "fast", 10.0), ok(1, "slow", 40.0), ok(2, "ref", 1.0, role="accuracy_reference")])
+    best = best_per_workload(df, RUNS)
+    (row,) = best.to_dict(orient="records")
+    assert row["best"] == "fast" and row["runner_up"] == "slow" and row["ratio"] == pytest.approx(4.0)
+    assert row["contestants"] == 2 and row["metric"] == "TFLOP/s"
+    assert row["value"] == pytest.approx(row_flops(df) / 10e-6 / 1e12)
+    assert row["pct_ceiling"] == pytest.approx(100 * row["value"] / 1.0)
+    assert best_per_workload(df, RUNS, include_references=True).iloc[0]["best"] == "ref"
+
+
+def row_flops(df):
+    return float(df["flops"].iloc[0])
+
+
+def test_decode_is_judged_in_modelled_gb_per_s():
+    r = ok(0, "d", 4.0, mode="decode", q_len=1, bytes=4.0e6)
+    (row,) = best_per_workload(frame([r]), RUNS).to_dict(orient="records")
+    assert row["metric"] == "GB/s" and row["value"] == pytest.approx(1000.0)
+    assert row["pct_ceiling"] == pytest.approx(10000.0)
+
+
+def test_decode_percentage_is_of_the_copy_bandwidth():
+    runs = [{"device_name": "CPU test", "provenance": {"ceilings": {"copy_gbps": 10.0, "read_gbps": 20.0,
+                                                                    "matmul_tflops_bf16": 1.0}}}]
+    r = ok(0, "d", 4.0, mode="decode", q_len=1, bytes=4.0e6)
+    (row,) = best_per_workload(frame([r]), runs).to_dict(orient="records")
+    assert row["pct_ceiling"] == pytest.approx(100 * 1000.0 / 10.0)
+
+
+def test_no_ceiling_no_percentage_and_empty_frames():
+    (row,) = best_per_workload(frame([ok(0, "a", 10.0)]), []).to_dict(orient="records")
+    assert row["pct_ceiling"] is None
+    empty = frame([make_row(0, status="OOM")])
+    assert best_per_workload(empty, RUNS).empty
+    assert status_counts(frame([])).empty
+
+
+def test_ceilings_latest_run_wins():
+    runs = [{"device_name": "X", "provenance": {"ceilings": {"copy_gbps": 1.0}}},
+            {"device_name": "X", "provenance": {"ceilings": {"copy_gbps": 2.0}}},
+            {"device_name": "Y", "provenance": {}}]
+    assert ceilings_by_device(runs) == {"X": {"copy_gbps": 2.0}}
+
+
+def test_status_counts():
+    df = frame([ok(0, "a", 1.0), make_row(1, backend="a", status="CRASH", attempt_key="x"),
+                make_row(2, backend="b", status="CRASH", attempt_key="y")])
+    sc = status_counts(df)
+    assert sc.loc["a", "OK"] == 1 and sc.loc["a", "CRASH"] == 1 and sc.loc["b", "CRASH"] == 1
+    assert sc.loc["b", "OK"] == 0
+
+
+def test_devices_are_not_pooled():
+    df = frame([ok(0, "a", 10.0, device_name="GPU-1"), ok(1, "b", 20.0, device_name="GPU-1"),
+                ok(2, "a", 1000.0, device_name="GPU-2"), ok(3, "b", 30.0, device_name="GPU-2")])
+    best = best_per_workload(df, [])
+    assert len(best) == 2
+    assert dict(zip(best["device_name"], best["best"])) == {"GPU-1": "a", "GPU-2": "b"}
+
+
+def test_per_backend_pools_the_raw_samples_of_all_repeats():
+    a0 = ok(0, "a", 10.0, 0, samples_us=[1.0, 2.0])
+    a1 = ok(1, "a", 11.0, 1, samples_us=[3.0])
+    pb = per_backend(frame([a0, a1])).set_index("backend")
+    assert sorted(pb.loc["a", "samples"]) == [1.0, 2.0, 3.0]
+    # as read back from the store: JSON text
+    a0["samples_us"], a1["samples_us"] = "[1.0, 2.0]", "[3.0]"
+    assert sorted(per_backend(frame([a0, a1])).set_index("backend").loc["a", "samples"]) == [1.0, 2.0, 3.0]
+
+
+def test_separation_bootstrap_lower_bound():
+    import random
+
+    rng = random.Random(0)
+    fast = [10 + rng.random() for _ in range(50)]
+    slow = [20 + rng.random() for _ in range(50)]
+    lb = separation(fast, slow)
+    assert 1.8 < lb < 2.1  # about 2x, a little below the point estimate
+    assert separation(fast, slow) == lb  # seeded
+    same = [10 + rng.random() for _ in range(50)]
+    assert separation(fast, same) < 1.0  # no separation: the interval reaches below 1
+    assert separation([1.0], slow) is None and separation(fast, []) is None
+
+
+def _pair(fast_median, slow_median, fast_samples, slow_samples):
+    return frame([ok(0, "fast", fast_median, samples_us=fast_samples),
+                  ok(1, "slow", slow_median, samples_us=slow_samples)])
+
+
+def test_a_clear_winner_needs_ten_percent_and_a_separated_bootstrap():
+    fast = [10.0 + 0.01 * i for i in range(30)]
+    far = [20.0 + 0.01 * i for i in range(30)]
+    near = [10.5 + 0.01 * i for i in range(30)]
+    mixed = [10.0 + 2.0 * (i % 2) for i in range(30)]
+    (r,) = best_per_workload(_pair(10.1, 20.1, fast, far), []).to_dict(orient="records")
+    assert r["clear"] is True and r["ratio_l95"] > 1
+    (r,) = best_per_workload(_pair(10.1, 10.6, fast, near), []).to_dict(orient="records")
+    assert r["ratio"] < SEPARATION_RATIO and r["clear"] is False  # separated but less than 10% ahead
+    (r,) = best_per_workload(_pair(10.1, 12.0, fast, mixed), []).to_dict(orient="records")
+    assert r["ratio"] >= SEPARATION_RATIO and r["ratio_l95"] <= 1 and r["clear"] is False
+    (r,) = best_per_workload(frame([ok(0, "alone", 10.0)]), []).to_dict(orient="records")
+    assert r["clear"] is False and r["contestants"] == 1

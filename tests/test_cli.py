@@ -1,0 +1,340 @@
+"""Command line (cli/): bad input is one line and exit 2 with nothing written; the happy paths work."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from attnbench.store import io
+from attnbench.store.db import Store
+from conftest import ATTNBENCH, FAKES, TINY_GRID, make_row, needs_console_script, rows_of
+
+
+def files(d) -> set[str]:
+    return {p.name for p in d.rglob("*")}
+
+
+def assert_usage_error(res, tmp_path, before: set[str], text: str | None = None):
+    assert res.rc == 2, (res.rc, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1, res.err
+    assert lines[0].startswith("attnbench: error: "), res.err
+    assert "Traceback" not in res.err
+    if text:
+        assert text in lines[0], lines[0]
+    assert files(tmp_path) == before, "bad input wrote a file"
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    """Files the bad-input cases read; created before the 'nothing written' snapshot."""
+    (tmp_path / "malformed.yaml").write_text("workloads: [ {mode: prefill, batch: 1\n")
+    (tmp_path / "impossible.yaml").write_text(
+        "workloads:\n  - {mode: prefill, batch: 1, seqlen: 64, q_heads: 6, kv_heads: 4, head_dim: 16}\n")
+    (tmp_path / "unknown.yaml").write_text(
+        "workloads:\n  - {mode: prefill, batch: 1, seqlen: 64, q_heads: 2, head_dim: 16, heads: 2}\n")
+    (tmp_path / "tiny.yaml").write_text(TINY_GRID)
+    (tmp_path / "broken_plugin.py").write_text("raise RuntimeError('plugin bug')\n")
+    (tmp_path / "empty_plugin.py").write_text("X = 1\n")
+    (tmp_path / "notabackend_plugin.py").write_text("BACKENDS = [object()]\n")
+    (tmp_path / "bad.jsonl").write_text('{"attempt_key": "k"\n')
+    (tmp_path / "short.jsonl").write_text('{"attempt_key": "k", "run_id": "r"}\n')
+    (tmp_path / "bad.parquet").write_text("nope")
+    return tmp_path
+
+
+BAD_RUNS = [
+    (["--grid", "nope"], "unknown grid 'nope'"),
+    (["--backends", "reference,nope"], "unknown backend 'nope'"),
+    (["--config", "{d}/malformed.yaml"], "malformed YAML"),
+    (["--config", "{d}/impossible.yaml"], "not a multiple"),
+    (["--config", "{d}/unknown.yaml"], "unknown field"),
+    (["--config", "{d}/absent.yaml"], "not found"),
+    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--repeats", "-3"], "--repeats"),
+    (["--repeats", "two"], "invalid int value"),
+    (["--timeout", "0"], "--timeout must be positive"),
+    (["--max-time", "-1"], "--max-time must be positive"),
+    (["--device", "gpu"], "bad --device 'gpu'"),
+    (["--device", "cuda:x"], "bad --device"),
+    (["--modes", "prefil"], "unknown mode 'prefil'"),
+    (["--dtype", "fp64"], "unknown dtype 'fp64'"),
+    (["--grid", "smoke", "--modes", "decode", "--seqlen", "128"], "no workload of grid 'smoke' is left"),
+    (["--grid", "smoke", "--seqlen", "3x"], "bad length"),
+    (["--causal", "maybe"], "invalid choice"),
+    (["--grid", "smoke", "--config", "{d}/tiny.yaml"], "not allowed with"),
+    (["--plugin", "{d}/missing_plugin.py"], "plugin file not found"),
+    (["--plugin", "{d}/broken_plugin.py"], "failed to import: RuntimeError: plugin bug"),
+    (["--plugin", "{d}/empty_plugin.py"], "defines neither BACKENDS nor backends()"),
+    (["--plugin", "{d}/notabackend_plugin.py"], "is not an attnbench Backend"),
+    (["--plugin", FAKES, "--plugin", FAKES], "two backends are named"),
+    (["--db", "{d}/no/such/dir/x.sqlite"], "directory of --db does not exist"),
+    (["--bogus"], "unrecognized arguments"),
+]
+
+
+@pytest.mark.parametrize("args,text", BAD_RUNS, ids=[" ".join(a) for a, _ in BAD_RUNS])
+def test_bad_run_input(cli, inputs, args, text):
+    d = inputs
+    argv = ["run", "--db", str(d / "x.sqlite")] + [a.format(d=d) for a in args]
+    if "--device" not in args:
+        argv += ["--device", "cpu"]
+    before = files(d)
+    res = cli(*argv)
+    assert_usage_error(res, d, before, text)
+    assert not (d / "x.sqlite").exists() and not (d / "x.sqlite.log").exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message of a CPU-only host")
+@pytest.mark.parametrize("device", ["cuda", "cuda:3"])
+def test_cuda_requested_on_a_cpu_only_host(cli, inputs, device):
+    d = inputs
+    before = files(d)
+    res = cli("run", "--db", d / "x.sqlite", "--device", device, "--grid", "smoke")
+    assert_usage_error(res, d, before, "no CUDA device is visible")
+    res = cli("env", "--device", device)
+    assert_usage_error(res, d, before, "no CUDA device is visible")
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["show", "--db", "{d}/absent.sqlite"], "store not found"),
+    (["show", "--db", "{d}/absent.sqlite", "--status"], "store not found"),
+    (["export", "--db", "{d}/absent.sqlite", "--format", "csv", "--out", "{d}/o.csv"], "store not found"),
+    (["export", "--db", "{d}/absent.sqlite", "--format", "xml", "--out", "{d}/o.xml"], "invalid choice"),
+    (["export", "--db", "{d}/absent.sqlite", "--format", "csv"], "required"),
+    (["import", "{d}/absent.jsonl", "--db", "{d}/new.sqlite"], "file not found"),
+    (["import", "{d}/bad.jsonl", "--db", "{d}/new.sqlite"], "cannot read"),
+    (["import", "{d}/short.jsonl", "--db", "{d}/new.sqlite"], "lacks"),
+    (["import", "{d}/bad.parquet", "--db", "{d}/new.sqlite"], "cannot read"),
+    (["import", "{d}/tiny.yaml", "--db", "{d}/new.sqlite"], "cannot tell the format"),
+    (["env", "--device", "tpu"], "bad --device"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_other_commands(cli, inputs, argv, text):
+    d = inputs
+    before = files(d)
+    res = cli(*[a.format(d=d) for a in argv])
+    assert_usage_error(res, d, before, text)
+
+
+def test_export_to_missing_directory(cli, tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    s.insert(make_row(0))
+    s.close()
+    before = rows_of(tmp_path / "s.sqlite")
+    res = cli("export", "--db", tmp_path / "s.sqlite", "--format", "jsonl", "--out", tmp_path / "no" / "x.jsonl")
+    assert res.rc == 2 and "directory of --out does not exist" in res.err
+    assert not (tmp_path / "no").exists()
+    assert rows_of(tmp_path / "s.sqlite") == before
+
+
+def test_import_header_only_csv_without_required_columns(cli, tmp_path):
+    (tmp_path / "x.csv").write_text("name,value\n")
+    res = cli("import", tmp_path / "x.csv", "--db", tmp_path / "new.sqlite")
+    assert res.rc == 2, res.err
+    assert not (tmp_path / "new.sqlite").exists()
+
+
+def test_bad_input_from_the_installed_command(tmp_path):
+    """The console script itself: exit status 2, one line, nothing written."""
+    for argv in (["run", "--grid", "nope", "--db", "x.sqlite", "--device", "cpu"],
+                 ["run", "--repeats", "0", "--db", "x.sqlite", "--device", "cpu"]):
+        p = subprocess.run([sys.executable, "-m", "attnbench", *argv], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.startswith("attnbench: error:") and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_show_on_a_file_that_is_not_a_store(cli, tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n" * 100)
+    res = cli("show", "--db", tmp_path / "notes.txt")
+    assert res.rc == 2 and res.err.startswith("attnbench: error:")
+
+
+def test_run_with_a_directory_as_db(cli, tmp_path):
+    (tmp_path / "adir").mkdir()
+    res = cli("run", "--db", tmp_path / "adir", "--grid", "smoke", "--device", "cpu", "--backends", "reference")
+    assert res.rc == 2 and res.err.startswith("attnbench: error:")
+
+
+def test_import_non_object_line_is_a_usage_error(cli, tmp_path):
+    (tmp_path / "a.jsonl").write_text("42\n")
+    res = cli("import", tmp_path / "a.jsonl", "--db", tmp_path / "s.sqlite")
+    assert res.rc == 2
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_import_null_key_is_a_usage_error(cli, tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"attempt_key": null, "run_id": "r", "backend": "b", "status": "OK"}\n')
+    res = cli("import", tmp_path / "a.jsonl", "--db", tmp_path / "s.sqlite")
+    assert res.rc == 2, res.err
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_max_time_help_states_the_real_defaults(cli):
+    from attnbench.measure.timing import TimingConfig
+
+    res = cli("run", "--help")
+    text = " ".join(res.out.split())
+    help_line = text[text.index("--max-time S timing"):][:200]
+    assert f"{TimingConfig.for_device('cpu').max_time_s:g} s on CPU" in help_line, help_line
+    assert f"{TimingConfig.for_device('cuda').max_time_s:g} s on CUDA" in help_line, help_line
+
+
+# ---- happy paths ---------------------------------------------------------------------------------
+
+def test_help_and_version(cli):
+    res = cli("--help")
+    assert res.rc == 0
+    for c in ("run", "backends", "env", "show", "export", "import", "exit", "code 2"):
+        assert c in res.out
+    res = cli("run", "--help")
+    assert res.rc == 0 and "--backends" in res.out and "--repeats" in res.out and "--plugin" in res.out
+    for sub in ("backends", "env", "show", "export", "import"):
+        assert cli(sub, "--help").rc == 0
+    res = cli("--version")
+    assert res.rc == 0 and "attnbench 0.1.0" in res.out
+    res = cli()
+    assert res.rc == 0 and "usage: attnbench" in res.out
+
+
+@needs_console_script
+def test_help_from_the_installed_command():
+    p = subprocess.run([ATTNBENCH, "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "usage: attnbench" in p.stdout
+
+
+def test_backends_table_and_json(cli):
+    res = cli("backends")
+    assert res.rc == 0
+    for name in ("reference", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex", "compile"):
+        assert name in res.out
+    res = cli("backends", "--json", "--plugin", FAKES)
+    assert res.rc == 0
+    rows = json.loads(res.out)
+    by = {r["name"]: r for r in rows}
+    assert {"reference", "fake-good", "fake-mutates"} <= set(by)
+    assert by["reference"]["role"] == "accuracy_reference" and by["sdpa-flash"]["role"] == "contestant"
+    assert by["fake-mutates"]["modes"] == ["decode"]
+    assert all(r["available"] is True and r["why_not"] is None for r in rows)
+    assert by["compile"]["isolation"] == "backend"
+
+
+def test_env_without_ceilings(cli):
+    res = cli("env", "--no-ceilings", "--device", "cpu")
+    assert res.rc == 0
+    prov = json.loads(res.out)
+    assert prov["device"]["type"] == "cpu" and prov["device"]["total_memory"] > 0
+    assert prov["timer"] == "host_clock" and "ceilings" not in prov
+    assert prov["libraries"]["torch"] and prov["attnbench_version"] == "0.1.0"
+    assert prov["device_arg"] == "cpu" and prov["seed"] == 0
+
+
+@pytest.fixture
+def filled(tmp_path):
+    db = tmp_path / "s.sqlite"
+    s = Store(db)
+    s.start_run("run-a", "default", "g", "attnbench run", "CPU test",
+                {"ceilings": {"copy_gbps": 10.0, "matmul_tflops_bf16": 1.0}})
+    rows = [make_row(0, backend="fast"), make_row(1, backend="slow", median_us=500.0, p95_us=600.0,
+                                                 attempt_key="k-slow"),
+            make_row(2, backend="ref", role="accuracy_reference", median_us=1.0, attempt_key="k-ref"),
+            make_row(3, backend="broken", status="CRASH", reason="worker killed by SIGABRT", median_us=None,
+                     p95_us=None, samples_us=None, attempt_key="k-crash")]
+    rows[1].update({k: rows[0][k] for k in ("workload_key", "q_len", "kv_len", "causal", "flops", "bytes")})
+    rows[2].update({k: rows[0][k] for k in ("workload_key", "q_len", "kv_len", "causal", "flops", "bytes")})
+    s.insert_many(rows)
+    s.finish_run("run-a")
+    s.close()
+    return db
+
+
+def test_show_with_status(cli, filled):
+    res = cli("show", "--db", filled, "--status")
+    assert res.rc == 0, res.err
+    out = " ".join(res.out.split())
+    assert "Fastest backend per workload" in out and "Attempts per backend and status" in out
+    # best = fast (10.6 µs), p95 11.1, 2·1·4·64·64·64 FLOP / 10.6 µs = 0.198 TFLOP/s = 20% of the 1 TFLOP/s
+    # ceiling, runner-up slow at 500 µs: 47.17x; the accuracy reference (1 µs) is not in the contest
+    # clear: 47x ahead and the samples (10.0..11.1 against 11.0..12.1) separate in the bootstrap
+    assert "CPU test │ prefill │ 1 │ 64 │ 64 │ 4/2 │ 32 │ bf16 │ none │ eager │ fast │ 10.6 │ 11.1 │ " \
+           "0.198 TFLOP/s │ 20% │ slow │ 47.17 │ yes" in out, out
+    status_table = out.split("Attempts per backend and status")[1]
+    for line in ("broken │ 1 │ 0", "fast │ 0 │ 1", "ref │ 0 │ 1", "slow │ 0 │ 1"):
+        assert line in status_table
+    res = cli("show", "--db", filled, "--all")
+    out = " ".join(res.out.split())
+    assert res.rc == 0 and "│ ref │ 1.0 │" in out and "Attempts per backend" not in out
+
+
+def test_show_without_ok_rows(cli, tmp_path):
+    db = tmp_path / "s.sqlite"
+    s = Store(db)
+    s.insert(make_row(0, status="TIMEOUT", reason="no result", median_us=None, samples_us=None))
+    s.close()
+    res = cli("show", "--db", db)
+    assert res.rc == 0 and "no OK contestant rows" in res.out and "(1 attempts stored)" in res.out
+    res = cli("show", "--db", db, "--status")
+    assert "TIMEOUT" in res.out
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_export_then_import(cli, filled, tmp_path, fmt):
+    out = tmp_path / f"out.{fmt}"
+    res = cli("export", "--db", filled, "--format", fmt, "--out", out)
+    assert res.rc == 0 and "wrote 4 attempts" in res.err and out.is_file()
+    assert len(io.read_rows(out)) == 4
+    res = cli("import", out, "--db", tmp_path / "copy.sqlite")
+    assert res.rc == 0 and "imported 4 new attempts (0 already present)" in res.err
+    assert rows_of(tmp_path / "copy.sqlite") == rows_of(filled)
+    res = cli("import", out, "--db", tmp_path / "copy.sqlite")
+    assert res.rc == 0 and "imported 0 new attempts (4 already present)" in res.err
+    res = cli("import", out, "--db", filled)  # into the store it came from: nothing new
+    assert "imported 0 new" in res.err and len(rows_of(filled)) == 4
+
+
+@pytest.mark.slow
+def test_dry_run_prints_the_plan_and_creates_no_store(cli, tmp_path):
+    (tmp_path / "tiny.yaml").write_text(TINY_GRID)
+    res = cli("run", "--config", tmp_path / "tiny.yaml", "--plugin", FAKES, "--backends",
+              "fake-good,fake-mutates,sdpa-flash", "--repeats", "2", "--dry-run", "--db", tmp_path / "d.sqlite",
+              "--device", "cpu")
+    assert res.rc == 0, res.err
+    text = " ".join(res.out.split())
+    assert "2 workloads × 3 backends × 2 repeats = 12 attempts" in text
+    assert "TO_RUN 10" in text and "UNSUPPORTED 2" in text  # fake-mutates offers decode only
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]  # no store, no worker log
+
+
+@pytest.mark.slow
+@needs_console_script
+def test_run_and_show_through_the_installed_command(tmp_path):
+    (tmp_path / "tiny.yaml").write_text(TINY_GRID)
+    p = subprocess.run([ATTNBENCH, "run", "--config", "tiny.yaml", "--plugin", FAKES, "--backends",
+                        "fake-good,sdpa-flash", "--db", "r.sqlite", "--max-time", "0.05", "--device", "cpu"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = rows_of(tmp_path / "r.sqlite")
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"OK"}
+    assert {r["tag"] for r in rows} == {"default"} and all(r["device_name"].startswith("CPU") for r in rows)
+    flash = [r for r in rows if r["backend"] == "sdpa-flash"]
+    assert all(json.loads(r["dispatch_families"]) == ["pytorch-flash-cpu"] for r in flash)
+    assert "done: 4 attempts this run (OK 4)" in " ".join(p.stderr.split())
+    s = subprocess.run([ATTNBENCH, "show", "--db", "r.sqlite", "--status"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "COLUMNS": "250"})
+    assert s.returncode == 0, s.stderr
+    assert "fake-good" in s.stdout and "sdpa-flash" in s.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tol", ["-1", "nan"])
+def test_nonsense_tolerance_is_a_usage_error(cli, tmp_path, tol):
+    (tmp_path / "tiny.yaml").write_text(TINY_GRID)
+    res = cli("run", "--config", tmp_path / "tiny.yaml", "--plugin", FAKES, "--backends", "fake-good",
+              "--dry-run", "--tol", tol, "--db", tmp_path / "d.sqlite", "--device", "cpu")
+    assert res.rc == 2, res.out

@@ -1,0 +1,219 @@
+"""Correctness check against float64 (measure/correctness.py), in-process on CPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnbench.backends.common import from_bhnd, to_bhnd
+from attnbench.backends.reference import attention_math
+from attnbench.measure import correctness
+from attnbench.measure.inputs import make_inputs
+from attnbench.workloads import Workload
+
+
+def W(**kw) -> Workload:
+    base = dict(mode="prefill", batch=2, q_len=48, kv_len=80, q_heads=4, kv_heads=2, head_dim=32, head_dim_v=32,
+                dtype="bf16", causal=True)
+    return Workload(**{**base, **kw})
+
+
+def setup(w: Workload, seed: int = 0):
+    inputs = make_inputs(w, "cpu", seed)
+    return inputs, correctness.Reference64(w, inputs, seed)
+
+
+def forward(w: Workload, inputs):
+    q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+    return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+
+
+def fwd_bwd(w: Workload, inputs):
+    o = forward(w, inputs)
+    return (o, *torch.autograd.grad(o, (inputs.q, inputs.k, inputs.v), inputs.do))
+
+
+def sdpa(w: Workload, inputs):
+    from attnbench.backends.common import sdpa_mask_args
+
+    q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+    o = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, scale=inputs.scale, enable_gqa=w.kv_heads != w.q_heads,
+        **sdpa_mask_args(w.q_len, w.kv_len, w.causal, w.causal_align))
+    return from_bhnd(o, w.layout)
+
+
+CASES = [
+    dict(),
+    dict(causal=False),
+    dict(causal_align="top_left"),
+    dict(dtype="fp16"),
+    dict(dtype="fp32"),
+    dict(layout="BNHD"),
+    dict(kv_heads=1),
+    dict(kv_heads=4, q_len=80),
+    dict(mode="decode", q_len=1, causal=False, batch=3),
+    dict(mode="train_fwd", q_len=80),
+]
+
+
+@pytest.mark.parametrize("kw", CASES, ids=[",".join(f"{k}={v}" for k, v in c.items()) or "base" for c in CASES])
+def test_correct_result_passes_with_ratio_about_one(kw):
+    w = W(**kw)
+    inputs, ref = setup(w)
+    with torch.no_grad() if w.mode != "train_fwd" else torch.enable_grad():
+        out = forward(w, inputs)
+    v = correctness.check(w, out, inputs, ref)
+    assert v.passed, v.reason
+    assert v.reason is None
+    assert 0.5 <= v.err_ratio <= 1.5, v.err_ratio
+    assert v.cosine > 0.999
+    assert v.max_abs_err is not None and v.ref_err is not None and v.rmse is not None
+    assert set(v.detail) == {"o"}
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(causal=False), dict(dtype="fp32"), dict(layout="BNHD"),
+                                dict(mode="decode", q_len=1, causal=False)])
+def test_fused_sdpa_result_passes(kw):
+    w = W(**kw)
+    inputs, ref = setup(w)
+    with torch.no_grad():
+        out = sdpa(w, inputs)
+    v = correctness.check(w, out, inputs, ref)
+    assert v.passed, v.reason
+    assert v.err_ratio <= correctness.DEFAULT_TOL
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(dtype="fp16"), dict(dtype="fp32"), dict(mode="decode", q_len=1,
+                                                                                      causal=False)])
+def test_scaled_result_fails(kw):
+    w = W(**kw)
+    inputs, ref = setup(w)
+    with torch.no_grad():
+        out = forward(w, inputs) * 1.05
+    v = correctness.check(w, out, inputs, ref)
+    assert not v.passed
+    assert v.err_ratio > 3
+    assert v.reason.startswith("o: error") and "tolerance 3x" in v.reason
+
+
+def test_tolerance_is_respected():
+    w = W(dtype="fp32")
+    inputs, ref = setup(w)
+    with torch.no_grad():
+        out = forward(w, inputs) * 1.05
+    v = correctness.check(w, out, inputs, ref)
+    assert correctness.check(w, out, inputs, ref, tol=v.err_ratio * 1.01).passed
+    assert not correctness.check(w, out, inputs, ref, tol=v.err_ratio * 0.99).passed
+
+
+def test_nan_in_a_slice_outside_the_sample_is_still_caught():
+    # only MAX_SLICES (batch, kv-head) slices are compared; the NaN check covers the whole tensor
+    w = W(batch=4, kv_heads=2, q_heads=4)  # 8 slices > MAX_SLICES
+    inputs, ref = setup(w)
+    assert len(ref.slices) == correctness.MAX_SLICES
+    with torch.no_grad():
+        out = forward(w, inputs)
+    unchecked = [(b, g) for b in range(4) for g in range(2) if (b, g) not in ref.slices]
+    b, g = unchecked[0]
+    out[b, g * 2, 5, 3] = float("nan")
+    v = correctness.check(w, out, inputs, ref)
+    assert not v.passed and "NaN/Inf" in v.reason and v.reason.startswith("o: 1 of")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_output_fails_with_the_nan_reason(bad):
+    w = W()
+    inputs, ref = setup(w)
+    with torch.no_grad():
+        out = forward(w, inputs)
+    out[0, 0, 0, 0] = bad
+    v = correctness.check(w, out, inputs, ref)
+    assert not v.passed
+    assert v.reason == f"o: 1 of {out.numel()} elements are NaN/Inf (unwritten or overflow)"
+
+
+def test_half_unwritten_poisoned_buffer_fails():
+    w = W(dtype="fp16")
+    inputs, ref = setup(w)
+    assert torch.isnan(inputs.out).all()  # the buffer handed to writes_out backends is poisoned
+    with torch.no_grad():
+        o = forward(w, inputs)
+        inputs.out[:, :, : w.q_len // 2].copy_(o[:, :, : w.q_len // 2])
+    v = correctness.check(w, inputs.out, inputs, ref)
+    assert not v.passed and "NaN/Inf" in v.reason
+
+
+def test_wrong_shape_or_count_fails():
+    w = W()
+    inputs, ref = setup(w)
+    with torch.no_grad():
+        out = forward(w, inputs)
+    v = correctness.check(w, out.transpose(1, 2).contiguous(), inputs, ref)
+    assert not v.passed and "shape" in v.reason
+    v = correctness.check(w, (out, out), inputs, ref)
+    assert not v.passed and "expected 1 tensor(s)" in v.reason
+    v = correctness.check(w, out.float().numpy(), inputs, ref)
+    assert not v.passed and "ndarray" in v.reason
+
+
+def test_fwd_bwd_correct_gradients_pass():
+    w = W(mode="train_fwd_bwd")
+    inputs, ref = setup(w)
+    res = fwd_bwd(w, inputs)
+    v = correctness.check(w, res, inputs, ref)
+    assert v.passed, v.reason
+    assert set(v.detail) == {"o", "dq", "dk", "dv"}
+    assert all(0.5 <= d["ratio"] <= 1.5 for d in v.detail.values()), v.detail
+
+
+@pytest.mark.parametrize("which,name", [(1, "dq"), (2, "dk"), (3, "dv")])
+def test_fwd_bwd_wrong_gradient_fails(which, name):
+    w = W(mode="train_fwd_bwd", dtype="fp32")
+    inputs, ref = setup(w)
+    res = list(fwd_bwd(w, inputs))
+    res[which] = res[which] * 1.05
+    v = correctness.check(w, res, inputs, ref)
+    assert not v.passed
+    assert v.reason.startswith(f"{name}: error"), v.reason
+    assert v.detail[name]["ratio"] > 3
+    assert v.detail["o"]["ratio"] <= 1.5
+
+
+def test_fwd_bwd_wrong_dk_in_gqa_fails():
+    w = W(mode="train_fwd_bwd", q_heads=8, kv_heads=2)
+    inputs, ref = setup(w)
+    o, dq, dk, dv = fwd_bwd(w, inputs)
+    dk = dk.clone()
+    dk[:, :, :, 0] = -dk[:, :, :, 0]  # one column of dK flipped
+    v = correctness.check(w, (o, dq, dk, dv), inputs, ref)
+    assert not v.passed and v.reason.startswith("dk:"), v.reason
+
+
+def test_fwd_bwd_missing_gradients_fail():
+    w = W(mode="train_fwd_bwd")
+    inputs, ref = setup(w)
+    o = forward(w, inputs)
+    v = correctness.check(w, o, inputs, ref)
+    assert not v.passed and "expected 4 tensor(s)" in v.reason
+
+
+def test_pick_slices_is_seeded_and_bounded():
+    w = W(batch=8, kv_heads=2)
+    a, b = correctness.pick_slices(w, 1), correctness.pick_slices(w, 1)
+    assert a == b and len(a) == correctness.MAX_SLICES and len(set(a)) == len(a)
+    assert all(0 <= bb < 8 and 0 <= g < 2 for bb, g in a)
+    assert correctness.pick_slices(W(batch=1, kv_heads=2), 0) == [(0, 0), (0, 1)]
+
+
+def test_inputs_are_reproducible_and_never_zero():
+    w = W()
+    a, b = make_inputs(w, "cpu", 3), make_inputs(w, "cpu", 3)
+    assert torch.equal(a.q, b.q) and torch.equal(a.k, b.k) and torch.equal(a.v, b.v)
+    c = make_inputs(w, "cpu", 4)
+    assert not torch.equal(a.q, c.q)
+    assert a.q.abs().sum() > 0 and a.q.dtype == torch.bfloat16
+    assert a.scale == pytest.approx(32 ** -0.5)
+    bn = make_inputs(W(layout="BNHD"), "cpu", 3)
+    assert bn.q.shape == (2, 48, 4, 32) and bn.k.shape == (2, 80, 2, 32)
+    assert make_inputs(W(mode="train_fwd_bwd"), "cpu", 0).do is not None and a.do is None
+    assert make_inputs(W(mode="train_fwd"), "cpu", 0).q.requires_grad and not a.q.requires_grad

@@ -1,0 +1,269 @@
+"""The runner against misbehaving fake backends (tests/plugins/fakes.py).
+
+In-process: runner/attempt.py turns every failure of one attempt into a status.
+Spawned (slow): the whole sweep through the CLI survives crashes and hangs and writes one row per attempt."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from types import SimpleNamespace
+
+import pytest
+
+from attnbench.backends.base import Backend, DeviceInfo
+from attnbench.backends.registry import load_plugin_file
+from attnbench.runner import attempt
+from attnbench.runner.planner import plan
+from attnbench.runner.status import ORDER, Status
+from attnbench.runner.sweep import SweepConfig, make_row, percentile
+from attnbench.workloads import Workload
+from attnbench.workloads.grids import load_yaml_grid
+from conftest import ALL_FAKES, FAKES, TINY_GRID, rows_of
+
+PREFILL = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_heads=1, head_dim=16, head_dim_v=16,
+                   dtype="fp32")
+DECODE = Workload(mode="decode", batch=1, q_len=1, kv_len=64, q_heads=2, kv_heads=1, head_dim=16, head_dim_v=16,
+                  dtype="fp32")
+FAST = dict(warmup_s=0.0, min_samples=3, max_samples=5, max_time_s=0.05)
+
+
+def fakes() -> dict[str, Backend]:
+    return {b.name: b for b in load_plugin_file(FAKES)}
+
+
+def spec(w: Workload, **over) -> dict:
+    return {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0, "tol": 3.0, "timing": FAST,
+            **over}
+
+
+def run_one(name: str, w: Workload, cache=None, **over) -> dict:
+    return attempt.run(spec(w, **over), fakes()[name], cache or attempt.WorkloadCache())
+
+
+# ---- one attempt, in this process ---------------------------------------------------------------
+
+@pytest.mark.parametrize("w", [PREFILL, DECODE], ids=["prefill", "decode"])
+def test_good_is_ok_with_samples_and_checks(w):
+    res = run_one("fake-good", w)
+    assert res["status"] == "OK", res["reason"]
+    assert res["reason"] is None
+    assert 3 <= len(res["samples_us"]) <= 5 and all(s > 0 for s in res["samples_us"])
+    assert res["calls_per_sample"] >= 1 and res["timer"] == "host_clock"
+    assert res["err_ratio"] <= 3 and res["dispatch_status"] == "probed"
+    assert "unfused-gemm" in res["dispatch_families"]
+    assert set(res["phases_s"]) == {"inputs", "prepare", "cold_call", "check", "probe", "memory", "timing"}
+    assert res["cold_start_us"] > 0 and res["peak_mem_bytes"] is None
+
+
+@pytest.mark.parametrize("name,w,status,text", [
+    ("fake-wrong", PREFILL, "INCORRECT", "o: error"),
+    ("fake-wrong", DECODE, "INCORRECT", "tolerance 3x"),
+    ("fake-unwritten", PREFILL, "INCORRECT", "NaN/Inf"),
+    ("fake-liar", PREFILL, "DISPATCH_MISMATCH", "declared ['pytorch-flash-cpu'] but observed ['unfused-gemm']"),
+    ("fake-refuses", PREFILL, "UNSUPPORTED", "fake: this library refuses every configuration"),
+    ("fake-raises", DECODE, "ERROR", "ValueError: fake: a bug in the kernel wrapper"),
+    ("fake-oom", PREFILL, "OOM", "OutOfMemoryError: fake: tried to allocate 1.00 TiB"),
+    ("fake-mutates", DECODE, "INCORRECT", "KV cache changed"),
+])
+def test_each_failure_becomes_its_status(name, w, status, text):
+    res = run_one(name, w)
+    assert res["status"] == status, res
+    assert text in res["reason"]
+    if status in ("INCORRECT", "DISPATCH_MISMATCH") and "KV" not in res["reason"]:
+        assert "samples_us" not in res  # nothing is timed after a failed check or probe
+
+
+def test_wrong_passes_with_a_huge_tolerance():
+    assert run_one("fake-wrong", PREFILL, tol=1e9)["status"] == "OK"
+
+
+def test_broken_cuda_context_is_a_fatal_crash():
+    class Broken(Backend):
+        def prepare(self, w, inputs):
+            def fn():
+                raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore")
+
+            return fn
+
+    res = attempt.run(spec(PREFILL), Broken(name="broken", family="plugin"), attempt.WorkloadCache())
+    assert res["status"] == "CRASH" and res.get("fatal") is True
+    assert "CUDA context broken" in res["reason"] and "more" not in res["reason"]
+
+
+def test_cache_is_shared_within_a_workload_and_replaced_across():
+    cache = attempt.WorkloadCache()
+    a, _ = cache.get(PREFILL, "cpu", 0)
+    b, _ = cache.get(PREFILL, "cpu", 0)
+    assert a is b
+    c, _ = cache.get(DECODE, "cpu", 0)
+    assert c is not a
+    cache.clear()
+    assert cache.inputs is None and cache.ref is None
+
+
+def test_poisoned_output_buffer_is_refilled_between_attempts():
+    cache = attempt.WorkloadCache()
+    assert run_one("fake-good", PREFILL, cache)["status"] == "OK"
+    cache.inputs.out.zero_()
+    assert run_one("fake-unwritten", PREFILL, cache)["status"] == "INCORRECT"  # zeros left behind would hide it
+
+
+# ---- rows ----------------------------------------------------------------------------------------
+
+def test_percentile():
+    assert percentile([1, 2, 3, 4, 5], 0.5) == 3
+    assert percentile([1, 2, 3, 4, 5], 1.0) == 5
+    assert percentile([1, 2, 3, 4, 5], 0.0) == 1
+    assert percentile([10, 20], 0.95) == pytest.approx(19.5)
+    assert percentile([7.0], 0.95) == 7.0
+
+
+def test_make_row_reports_numbers_only_for_ok():
+    (a,) = plan([PREFILL], [fakes()["fake-good"]], DeviceInfo("cpu", "CPU x"), 1, "t", 0)
+    cfg = SweepConfig(tag="t")
+    ok = make_row(a, {"status": "OK", "samples_us": [3.0, 1.0, 2.0, 10.0], "wall_s": 0.5, "junk": 1}, "run", cfg,
+                  DeviceInfo("cpu", "CPU x"), None)
+    assert ok["median_us"] == 2.5 and ok["p95_us"] == pytest.approx(percentile([1, 2, 3, 10], 0.95))
+    assert "junk" not in ok and ok["causal"] == 0 and ok["attempt_key"] == a.key and ok["tag"] == "t"
+    assert ok["flops"] == 2 * 1 * 2 * 32 * 32 * 32 and ok["device_name"] == "CPU x" and ok["decode_append"] is None
+    bad = make_row(a, {"status": "INCORRECT", "reason": "x", "samples_us": [1.0, 2.0]}, "run", cfg,
+                   DeviceInfo("cpu", "CPU x"), None)
+    assert bad["samples_us"] is None and "median_us" not in bad
+
+
+def test_status_order_is_the_documented_one():
+    assert ORDER == ["OK", "UNSUPPORTED", "OOM_PREDICTED", "OOM", "INCORRECT", "DISPATCH_MISMATCH", "TIMEOUT",
+                     "CRASH", "ERROR"]
+    assert Status("OK") is Status.OK
+
+
+# ---- the whole sweep, spawned workers --------------------------------------------------------------
+
+EXPECTED = {  # (backend, mode) -> status
+    ("fake-good", "prefill"): "OK", ("fake-good", "decode"): "OK",
+    ("fake-crash", "prefill"): "CRASH", ("fake-crash", "decode"): "CRASH",
+    ("fake-hang", "prefill"): "TIMEOUT", ("fake-hang", "decode"): "TIMEOUT",
+    ("fake-oom", "prefill"): "OOM", ("fake-oom", "decode"): "OOM",
+    ("fake-wrong", "prefill"): "INCORRECT", ("fake-wrong", "decode"): "INCORRECT",
+    ("fake-unwritten", "prefill"): "INCORRECT",
+    ("fake-liar", "prefill"): "DISPATCH_MISMATCH", ("fake-liar", "decode"): "DISPATCH_MISMATCH",
+    ("fake-refuses", "prefill"): "UNSUPPORTED", ("fake-refuses", "decode"): "UNSUPPORTED",
+    ("fake-raises", "prefill"): "ERROR", ("fake-raises", "decode"): "ERROR",
+    ("fake-mutates", "prefill"): "UNSUPPORTED", ("fake-mutates", "decode"): "INCORRECT",
+}
+
+
+def _seed_with_good_after_crash(grid_path) -> int:
+    """A seed whose shuffled order puts fake-good after fake-crash in every workload and after fake-hang
+    in at least one."""
+    _, ws = load_yaml_grid(grid_path)
+    bs = [b for b in load_plugin_file(FAKES) if b.name in ALL_FAKES.split(",")]
+    for seed in range(100):
+        names = [a.backend.name for a in plan(ws, bs, DeviceInfo("cpu"), 1, "t", seed)]
+        per_w = [names[i:i + len(bs)] for i in range(0, len(names), len(bs))]
+        if all(o.index("fake-good") > o.index("fake-crash") for o in per_w) and \
+                any(o.index("fake-good") > o.index("fake-hang") for o in per_w):
+            return seed
+    raise AssertionError("no such seed")
+
+
+@pytest.fixture(scope="module")
+def fake_sweep(tmp_path_factory):
+    from attnbench.cli.main import main
+
+    d = tmp_path_factory.mktemp("fakes")
+    grid = d / "tiny.yaml"
+    grid.write_text(TINY_GRID)
+    seed = _seed_with_good_after_crash(grid)
+    db = d / "fakes.sqlite"
+    rc = main(["run", "--config", str(grid), "--plugin", FAKES, "--backends", ALL_FAKES, "--timeout", "5",
+               "--modes", "prefill,decode", "--db", str(db), "--seed", str(seed), "--max-time", "0.05",
+               "--device", "cpu"])
+    return SimpleNamespace(rc=rc, db=db, rows=rows_of(db), seed=seed)
+
+
+@pytest.mark.slow
+def test_sweep_exits_zero_with_one_row_per_attempt(fake_sweep):
+    rc, db, rows = fake_sweep.rc, fake_sweep.db, fake_sweep.rows
+    assert rc == 0
+    n_backends = len(ALL_FAKES.split(","))
+    assert len(rows) == 2 * n_backends * 1
+    assert len({r["attempt_key"] for r in rows}) == len(rows)
+    assert {(r["backend"], r["mode"]) for r in rows} == {(b, m) for b in ALL_FAKES.split(",")
+                                                          for m in ("prefill", "decode")}
+    assert {r["run_id"] for r in rows} == {rows[0]["run_id"]}
+    con = sqlite3.connect(db)
+    (run,) = con.execute("SELECT run_id, finished_at, provenance FROM runs").fetchall()
+    assert run[0] == rows[0]["run_id"] and run[1]
+    prov = json.loads(run[2])
+    assert prov["device"]["type"] == "cpu" and prov["seed"] == fake_sweep.seed
+    # the plugin file that produced the rows is identified by its digest
+    assert prov["plugins"] == {FAKES: hashlib.sha256(open(FAKES, "rb").read()).hexdigest()}
+    con.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend,mode", sorted(EXPECTED))
+def test_sweep_status_per_fake(fake_sweep, backend, mode):
+    rows = fake_sweep.rows
+    (r,) = [r for r in rows if r["backend"] == backend and r["mode"] == mode]
+    assert r["status"] == EXPECTED[(backend, mode)], r["reason"]
+    if r["status"] == "OK":
+        assert r["reason"] is None and r["median_us"] > 0 and json.loads(r["samples_us"])
+        assert r["p95_us"] >= r["median_us"] and r["err_ratio"] <= 3
+    else:
+        assert r["reason"] and r["median_us"] is None and r["samples_us"] is None
+    assert r["wall_s"] is not None
+
+
+@pytest.mark.slow
+def test_sweep_reasons(fake_sweep):
+    rows = fake_sweep.rows
+    get = {(r["backend"], r["mode"]): r["reason"] for r in rows}
+    assert "SIGABRT" in get[("fake-crash", "prefill")]
+    assert "no result after 5s" in get[("fake-hang", "decode")]
+    assert "KV cache" in get[("fake-mutates", "decode")]
+    assert "NaN/Inf" in get[("fake-unwritten", "prefill")]
+    assert "not offered" in get[("fake-mutates", "prefill")]
+    hang = [r for r in rows if r["backend"] == "fake-hang"]
+    assert all(5 <= r["wall_s"] < 30 for r in hang)
+
+
+@pytest.mark.slow
+def test_sweep_goes_on_after_a_crash_and_a_hang(fake_sweep):
+    rows = fake_sweep.rows
+    for mode in ("prefill", "decode"):
+        order = [r["backend"] for r in rows if r["mode"] == mode]
+        assert order.index("fake-good") > order.index("fake-crash")
+    good = [r for r in rows if r["backend"] == "fake-good"]
+    assert [r["status"] for r in good] == ["OK", "OK"]
+    after_hang = [i for i, r in enumerate(rows) if r["backend"] == "fake-hang"]
+    assert any(r["backend"] == "fake-good" and i > h for h in after_hang for i, r in enumerate(rows))
+
+
+@pytest.mark.slow
+def test_sweep_leaves_a_worker_log(fake_sweep):
+    db = fake_sweep.db
+    assert (db.parent / (db.name + ".log")).exists()
+
+
+@pytest.mark.slow
+def test_sweep_mutating_backend_does_not_poison_the_next(tmp_path):
+    """fake-mutates scribbles on the cached KV inputs; the next backend in the same worker must get clean ones."""
+    from attnbench.cli.main import main
+
+    grid = tmp_path / "decode.yaml"
+    grid.write_text("workloads:\n  - {mode: decode, batch: 1, q_heads: 2, kv_heads: 1, head_dim: 16, seqlen: 64, "
+                    "dtype: fp32}\n")
+    _, ws = load_yaml_grid(grid)
+    bs = [b for b in load_plugin_file(FAKES) if b.name in ("fake-good", "fake-mutates")]
+    seed = next(s for s in range(100)
+                if [a.backend.name for a in plan(ws, bs, DeviceInfo("cpu"), 1, "t", s)][0] == "fake-mutates")
+    db = tmp_path / "m.sqlite"
+    assert main(["run", "--config", str(grid), "--plugin", FAKES, "--backends", "fake-good,fake-mutates",
+                 "--seed", str(seed), "--max-time", "0.05", "--db", str(db), "--device", "cpu"]) == 0
+    rows = rows_of(db)
+    assert [r["backend"] for r in rows] == ["fake-mutates", "fake-good"]
+    assert rows[0]["status"] == "INCORRECT"
+    assert rows[1]["status"] == "OK", rows[1]["reason"]

@@ -1,0 +1,256 @@
+"""SQLite store (store/db.py), schema (store/schema.py), export and import (store/io.py)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from attnbench.store import io
+from attnbench.store.db import Store, StoreError
+from attnbench.store.schema import (ATTEMPT_COLUMNS, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION,
+                                    markdown)
+from conftest import make_row
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    yield s
+    s.close()
+
+
+def sample_rows() -> list[dict]:
+    rows = [make_row(i) for i in range(6)]
+    rows.append(make_row(6, status="INCORRECT", reason="o: error 0.1 is 5x the same-dtype reference's",
+                         err_ratio=5.25, samples_us=None, median_us=None, p95_us=None))
+    rows.append(make_row(7, status="UNSUPPORTED", reason="fake: refuses", max_abs_err=None, rmse=None, cosine=None,
+                         err_ratio=None, ref_err=None, check_detail=None, dispatch_status=None,
+                         dispatch_kernels=None, dispatch_families=None, calls_per_sample=None, converged=None,
+                         timer=None, phases_s={}, samples_us=None, median_us=None, p95_us=None, wall_s=0.0))
+    rows.append(make_row(8, mode="decode", q_len=1, decode_append="excluded", device_index=0, peak_mem_bytes=123456,
+                         run_id="run-b", tag="other", sm_clock_mhz=1980.0, throttle="none", bytes=None))
+    return rows
+
+
+def test_schema_version_and_tables(store):
+    con = store.con
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    cols = [r[1] for r in con.execute("PRAGMA table_info(attempts)")]
+    assert cols == COLUMN_NAMES
+    assert [r[1] for r in con.execute("PRAGMA table_info(runs)")] == [c for c, _, _ in RUN_COLUMNS]
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_reopening_keeps_rows(tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    s.insert(make_row(0))
+    s.close()
+    s = Store(tmp_path / "s.sqlite", create=False)
+    assert s.count() == 1
+    s.close()
+
+
+def test_other_schema_version_is_refused(tmp_path):
+    p = tmp_path / "s.sqlite"
+    Store(p).close()
+    con = sqlite3.connect(p)
+    con.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="schema version 999"):
+        Store(p)
+
+
+def test_missing_store_without_create_writes_nothing(tmp_path):
+    with pytest.raises(StoreError, match="not found"):
+        Store(tmp_path / "absent.sqlite", create=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_foreign_sqlite_file_is_not_a_store(tmp_path):
+    p = tmp_path / "other.sqlite"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="not an attnbench store"):
+        Store(p, create=False)
+
+
+def test_non_sqlite_file_is_a_store_error(tmp_path):
+    p = tmp_path / "notes.txt"
+    p.write_text("these are not the rows you are looking for\n" * 20)
+    with pytest.raises(StoreError):
+        Store(p, create=False)
+
+
+def test_insert_and_query_decode_json_and_bools(store):
+    row = make_row(3)
+    store.insert(row)
+    (got,) = store.attempts()
+    assert set(got) == set(COLUMN_NAMES)
+    assert got["samples_us"] == row["samples_us"]
+    assert got["phases_s"] == row["phases_s"]
+    assert got["check_detail"] == row["check_detail"]
+    assert got["dispatch_kernels"] == ["aten::matmul", "aten::bmm"]
+    assert got["dispatch_families"] == ["unfused-gemm"]
+    assert got["converged"] == 1 and got["causal"] == 1
+    assert got["median_us"] == row["median_us"] and got["batch"] == row["batch"]
+    assert got["peak_mem_bytes"] is None
+    raw = store.con.execute("SELECT samples_us, converged FROM attempts").fetchone()
+    assert json.loads(raw[0]) == row["samples_us"] and raw[1] == 1
+    assert store.attempts("WHERE backend = ?", ("nope",)) == []
+    assert len(store.attempts("WHERE backend = ?", (row["backend"],))) == 1
+
+
+def test_duplicate_attempt_key_is_ignored_and_the_first_row_kept(store):
+    store.insert(make_row(0, status="OK"))
+    store.insert(make_row(0, status="CRASH", reason="second"))
+    assert store.count() == 1
+    (got,) = store.attempts()
+    assert got["status"] == "OK" and got["reason"] is None
+    assert store.done_keys() == {"key0000"}
+    assert store.insert_many([make_row(0), make_row(1), make_row(2)]) == 2
+    assert store.count() == 3
+
+
+def test_insert_reports_a_duplicate(store):
+    assert store.insert(make_row(0)) is True
+    assert store.insert(make_row(0)) is False
+
+
+def test_unknown_column_is_refused_and_nothing_written(store):
+    with pytest.raises(StoreError, match="unknown column"):
+        store.insert_many([make_row(0), {**make_row(1), "speed": 3}])
+    assert store.count() == 0
+
+
+def test_required_columns_are_not_null(store):
+    with pytest.raises(sqlite3.IntegrityError):
+        store.con.execute("INSERT INTO attempts (attempt_key, run_id, backend) VALUES ('k', 'r', 'b')")
+
+
+def test_runs(store):
+    store.start_run("r1", "default", "smoke", "attnbench run", "CPU x", {"seed": 0, "ceilings": {"copy_gbps": 1.0}})
+    (r,) = store.runs()
+    assert r["run_id"] == "r1" and r["finished_at"] is None and r["provenance"]["seed"] == 0
+    store.finish_run("r1")
+    assert store.runs()[0]["finished_at"]
+    store.ensure_run({"run_id": "r1", "tag": "x", "provenance": {}})  # present: kept as it was
+    assert store.runs()[0]["tag"] == "default" and len(store.runs()) == 1
+
+
+def test_dataframe_in_insertion_order(store):
+    rows = sample_rows()
+    store.insert_many(rows)
+    df = store.dataframe()
+    assert list(df.columns) == COLUMN_NAMES
+    assert list(df["attempt_key"]) == [r["attempt_key"] for r in rows]
+
+
+@pytest.mark.parametrize("fmt", io.FORMATS)
+def test_export_import_export_round_trip(tmp_path, store, fmt):
+    rows = sample_rows()
+    store.insert_many(rows)
+    a = tmp_path / f"a.{fmt}"
+    assert io.export(store, fmt, a) == len(rows)
+    assert not (tmp_path / f"a.{fmt}.partial").exists()
+    back = io.read_rows(a)
+    assert len(back) == len(rows)
+    other = Store(tmp_path / "other.sqlite")
+    assert io.import_rows(other, back) == len(rows)
+    assert other.attempts() == store.attempts()
+    b = tmp_path / f"b.{fmt}"
+    io.export(other, fmt, b)
+    if fmt == "parquet":
+        pd.testing.assert_frame_equal(pd.read_parquet(a), pd.read_parquet(b))
+    else:
+        assert a.read_text() == b.read_text()
+    # import is idempotent: the same rows again add nothing
+    assert io.import_rows(other, io.read_rows(b)) == 0
+    assert other.count() == len(rows)
+    # runs the store did not know get a placeholder
+    assert {r["run_id"] for r in other.runs()} == {"run-a", "run-b"}
+    assert all(r["grid"] == "imported" for r in other.runs())
+    other.close()
+
+
+def test_jsonl_export_holds_values_not_json_text(tmp_path, store):
+    store.insert(make_row(0))
+    io.export(store, "jsonl", tmp_path / "a.jsonl")
+    (rec,) = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert set(rec) == set(COLUMN_NAMES)
+    assert isinstance(rec["samples_us"], list) and rec["dispatch_families"] == ["unfused-gemm"]
+    assert rec["peak_mem_bytes"] is None
+
+
+def test_unknown_export_format(tmp_path, store):
+    with pytest.raises(StoreError, match="unknown format"):
+        io.export(store, "xlsx", tmp_path / "a.xlsx")
+    assert not (tmp_path / "a.xlsx").exists()
+
+
+@pytest.mark.parametrize("name,content", [
+    ("bad.jsonl", '{"attempt_key": "k", "run_id": "r",\n'),
+    ("bad.jsonl", "not json at all\n"),
+    ("missing.jsonl", '{"attempt_key": "k", "run_id": "r", "backend": "b"}\n'),
+    ("missing.csv", "a,b\n1,2\n"),
+    ("bad.parquet", "this is not parquet"),
+    ("bad.txt", "{}"),
+])
+def test_malformed_import_raises_and_writes_nothing(tmp_path, name, content):
+    p = tmp_path / name
+    p.write_text(content)
+    before = sorted(x.name for x in tmp_path.iterdir())
+    with pytest.raises(StoreError):
+        io.read_rows(p)
+    assert sorted(x.name for x in tmp_path.iterdir()) == before
+
+
+def test_import_missing_file(tmp_path):
+    with pytest.raises(StoreError, match="not found"):
+        io.read_rows(tmp_path / "absent.jsonl")
+
+
+def test_import_non_object_jsonl_line(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text('{"attempt_key": "k", "run_id": "r", "backend": "b", "status": "OK"}\n42\n')
+    with pytest.raises(StoreError):
+        io.read_rows(p)
+
+
+def test_import_badly_typed_value(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text('{"attempt_key": "k", "run_id": "r", "backend": "b", "status": "OK", "batch": "x"}\n')
+    with pytest.raises(StoreError):
+        io.read_rows(p)
+
+
+def test_import_null_required_value_is_refused(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text('{"attempt_key": null, "run_id": "r", "backend": "b", "status": "OK", "tag": "t"}\n')
+    with pytest.raises(StoreError):
+        io.read_rows(p)
+
+
+def test_csv_round_trip_keeps_text_that_looks_numeric(tmp_path, store):
+    store.insert(make_row(0, attempt_key="0123456789012345", tag="007", reason="NA", status="ERROR"))
+    io.export(store, "csv", tmp_path / "a.csv")
+    (back,) = io.read_rows(tmp_path / "a.csv")
+    assert (back["attempt_key"], back["tag"], back["reason"]) == ("0123456789012345", "007", "NA")
+
+
+def test_markdown_lists_every_column():
+    md = markdown()
+    assert f"version {SCHEMA_VERSION}" in md
+    for c, t, meaning in ATTEMPT_COLUMNS + RUN_COLUMNS:
+        assert f"| `{c}` | {t.split()[0]} | {meaning} |" in md
+    assert md.count("| `") == len(ATTEMPT_COLUMNS) + len(RUN_COLUMNS)
+    assert md.index("## attempts") < md.index("`status`") < md.index("## runs")
+
+
+def test_json_columns_are_columns():
+    assert set(JSON_COLUMNS) <= set(COLUMN_NAMES)
+    assert len(COLUMN_NAMES) == len(set(COLUMN_NAMES))
