@@ -267,3 +267,45 @@ def test_sweep_mutating_backend_does_not_poison_the_next(tmp_path):
     assert [r["backend"] for r in rows] == ["fake-mutates", "fake-good"]
     assert rows[0]["status"] == "INCORRECT"
     assert rows[1]["status"] == "OK", rows[1]["reason"]
+
+
+@pytest.mark.slow
+def test_rows_state_the_software_they_ran_under(fake_sweep):
+    import torch
+
+    for r in fake_sweep.rows:
+        assert r["torch_version"] == torch.__version__
+        assert r["cudnn_version"] is None or isinstance(r["cudnn_version"], int)
+        assert r["attnbench_sha"] is None or len(r["attnbench_sha"].split("+")[0]) == 40
+
+
+def test_workers_of_a_repeat_start_together(monkeypatch):
+    """Every worker a repeat needs is started before the first one is waited for, so their start-up
+    overlaps; nothing is timed while they start."""
+    from attnbench.backends.registry import select
+    from attnbench.runner import sweep as sweep_mod
+    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.workloads.grids import get_grid
+
+    events = []
+
+    class FakeWorker:
+        def __init__(self, plugins, wait=True, **kw):
+            events.append(("start", kw["warm"]["compiler"]))
+            self.alive = True
+
+        def ready(self):
+            events.append(("ready",))
+            return self
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sweep_mod, "Worker", FakeWorker)
+    backends = select(["sdpa-math", "flex", "compile"])
+    attempts = plan(get_grid("smoke")[2:3], backends, DeviceInfo("cpu"), 1, "t", 0)
+    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    sw._prestart(attempts)
+    assert [e[0] for e in events] == ["start"] * 3 + ["ready"] * 3
+    assert sorted(e[1] for e in events if e[0] == "start") == [False, True, True]  # compilers warmed for flex/compile
+    assert set(sw.workers) == {"shared", "backend:flex", "backend:compile"}

@@ -36,16 +36,26 @@ class Worker:
     """One spawned worker process holding a CUDA context of its own."""
 
     def __init__(self, plugins: list[str], ready_timeout: float = 300.0, log_level: int = logging.WARNING,
-                 log_path: str | None = None):
+                 log_path: str | None = None, warm: dict | None = None, wait: bool = True):
+        """Starts the process; with wait=False the caller calls ready() later, so that several
+        workers can start (import torch, create a CUDA context, start the profiler) in parallel."""
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=worker_main, args=(child, list(plugins), os.getpid(), log_level, log_path),
-                                name="attnbench-worker")
+        self.ready_timeout = ready_timeout
+        self._ready = False
+        self.proc = ctx.Process(target=worker_main, name="attnbench-worker",
+                                args=(child, list(plugins), os.getpid(), log_level, log_path, warm))
         self.proc.start()
         child.close()
-        if not self.conn.poll(ready_timeout):
+        if wait:
+            self.ready()
+
+    def ready(self) -> "Worker":
+        if self._ready:
+            return self
+        if not self.conn.poll(self.ready_timeout):
             self.kill()
-            raise WorkerTimeout(f"worker not ready after {ready_timeout:.0f}s")
+            raise WorkerTimeout(f"worker not ready after {self.ready_timeout:.0f}s")
         try:
             hello = self.conn.recv()
         except (EOFError, OSError):
@@ -53,6 +63,8 @@ class Worker:
         if not hello.get("ready"):
             self.close()
             raise WorkerGone(f"worker failed to start: {hello.get('error')}")
+        self._ready = True
+        return self
 
     def call(self, msg: dict, timeout: float) -> dict:
         try:

@@ -45,7 +45,16 @@ def percentile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (i - lo)
 
 
-def make_row(a: Attempt, result: dict, run_id: str, cfg: SweepConfig, dev: DeviceInfo, index) -> dict:
+def toolkit_columns(prov: dict) -> dict:
+    """The software a row ran under, copied from the run's provenance so an exported row stands alone."""
+    sha = prov.get("git_sha")
+    return {"torch_version": prov.get("torch"), "cuda_runtime": prov.get("cuda_runtime"),
+            "cudnn_version": prov.get("cudnn"), "driver_version": (prov.get("device") or {}).get("driver"),
+            "attnbench_sha": (sha + ("+dirty" if prov.get("git_dirty") else "")) if sha else None}
+
+
+def make_row(a: Attempt, result: dict, run_id: str, cfg: SweepConfig, dev: DeviceInfo, index,
+             toolkit: dict | None = None) -> dict:
     w = a.workload
     row = {
         "attempt_key": a.key, "run_id": run_id, "tag": cfg.tag, "backend": a.backend.name,
@@ -54,6 +63,7 @@ def make_row(a: Attempt, result: dict, run_id: str, cfg: SweepConfig, dev: Devic
         "device_name": dev.name, "device_index": index, "created_at": utcnow(),
     }
     row["causal"] = int(w.causal)
+    row.update(toolkit or {})
     keep = {"status", "reason", "samples_us", "calls_per_sample", "timer", "converged", "rel_err", "warmup_calls",
             "warmup_us", "cold_start_us", "peak_mem_bytes", "max_abs_err", "rmse", "cosine", "err_ratio", "ref_err",
             "check_detail", "phases_s", "wall_s", "dispatch_status", "dispatch_kernels", "dispatch_families", "sm_clock_mhz",
@@ -79,6 +89,7 @@ class Sweep:
                  on_row: Callable[[dict], None] = lambda row: None):
         self.store, self.cfg, self.dev, self.run_id, self.on_row = store, cfg, dev, run_id, on_row
         self.workers: dict[str, Worker] = {}
+        self.toolkit: dict = {}
         self.repeat = 0
         self.index = int(cfg.device.split(":")[1]) if ":" in cfg.device else (0 if cfg.device == "cuda" else None)
 
@@ -92,15 +103,28 @@ class Sweep:
             return None
         return "shared" if iso == "worker" else f"backend:{a.backend.name}"
 
-    def _new_worker(self) -> Worker:
-        return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level)
+    def _new_worker(self, slot: str | None = None, wait: bool = True) -> Worker:
+        warm = {"device": self.cfg.device, "compiler": slot is None or slot.startswith("backend:")}
+        return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm,
+                      wait=wait)
+
+    def _prestart(self, pending: list[Attempt]) -> None:
+        """Start every worker this repeat needs at once, before anything is timed: their start-up
+        (seconds each on a GPU host) overlaps instead of adding up."""
+        slots = {self._slot(a) for a in pending if not a.planned} - {None} - set(self.workers)
+        started = {slot: self._new_worker(slot, wait=False) for slot in sorted(slots)}
+        for slot, w in started.items():
+            try:
+                self.workers[slot] = w.ready()
+            except (WorkerTimeout, WorkerGone):
+                pass  # _get() starts another and reports the failure on the attempt
 
     def _get(self, slot: str | None) -> Worker:
         if slot is None:
-            return self._new_worker()
+            return self._new_worker(slot)
         w = self.workers.get(slot)
         if w is None or not w.alive:
-            w = self.workers[slot] = self._new_worker()
+            w = self.workers[slot] = self._new_worker(slot)
         return w
 
     def _execute(self, a: Attempt) -> dict:
@@ -143,14 +167,17 @@ class Sweep:
         done = self.store.done_keys()
         counts: dict[str, int] = {}
         current = None
+        started = False
         try:
             for a in attempts:
                 if a.key in done:
                     self.on_row({"status": "SKIPPED", "backend": a.backend.name})
                     continue
-                if a.repeat != self.repeat:  # process-level repeats: every repeat starts fresh processes
-                    self.close()
-                    self.repeat = a.repeat
+                if a.repeat != self.repeat or not started:  # process-level repeats: fresh processes each
+                    if a.repeat != self.repeat:
+                        self.close()
+                    self.repeat, started = a.repeat, True
+                    self._prestart([b for b in attempts if b.repeat == a.repeat and b.key not in done])
                 if not a.planned and current not in (None, a.workload):
                     self._release()
                 if not a.planned:
@@ -158,7 +185,7 @@ class Sweep:
                 t0 = time.perf_counter()
                 result = ({"status": a.planned.value, "reason": a.reason} if a.planned else self._execute(a))
                 result["wall_s"] = round(time.perf_counter() - t0, 4)
-                row = make_row(a, result, self.run_id, self.cfg, self.dev, self.index)
+                row = make_row(a, result, self.run_id, self.cfg, self.dev, self.index, self.toolkit)
                 self.store.insert(row)
                 done.add(a.key)
                 counts[row["status"]] = counts.get(row["status"], 0) + 1
@@ -168,11 +195,12 @@ class Sweep:
         return counts
 
     def provenance(self) -> dict:
-        """Collected by the shared worker, which then serves repeat 0."""
+        """Collected by the shared worker, which then serves the first repeat."""
         w = self._get("shared")
         res = w.call({"op": "provenance", "device": self.cfg.device, "seed": self.cfg.seed}, 600)
         if not res.get("ok"):
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")
+        self.toolkit = toolkit_columns(res["provenance"])
         return res["provenance"]
 
     def close(self) -> None:

@@ -15,8 +15,22 @@ def _watch_parent(parent: int) -> None:
         time.sleep(0.5)
 
 
+def _warm_up(device: str, compiler: bool) -> None:
+    """Pay process start-up before the ready handshake: torch import, CUDA context, the profiler's
+    first start (seconds with CUPTI), and the compiler stack for compile-based backends."""
+    import torch
+
+    from ..measure import dispatch
+
+    x = torch.ones(8, device=device)
+    dispatch.probe(lambda: x * 2, device)
+    if compiler:
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
+
+
 def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
-                log_path: str | None = None) -> None:
+                log_path: str | None = None, warm: dict | None = None) -> None:
     if log_path:  # libraries' own prints (profiler, compilers) go to the run log, not the progress bar
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
@@ -32,6 +46,11 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
     except Exception as e:
         conn.send({"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
+    if warm:
+        try:
+            _warm_up(warm["device"], warm.get("compiler", False))
+        except Exception:  # a failed warm-up is not fatal: the first attempt will say what is wrong
+            logging.getLogger(__name__).warning("worker warm-up failed", exc_info=True)
     conn.send({"ready": True, "pid": os.getpid()})
     cache = attempt.WorkloadCache()
     while True:
