@@ -15,6 +15,8 @@ L2_STATES = ("warm", "cold")
 ACCUMS = ("fp32",)
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+ENUMS = {"mode": MODES, "dtype": DTYPES, "accum": ACCUMS, "causal_align": CAUSAL_ALIGNS, "layout": LAYOUTS,
+         "launch": LAUNCHES, "l2": L2_STATES}
 
 
 class WorkloadError(ValueError):
@@ -105,8 +107,6 @@ class Workload:
 def validate(w: Workload) -> list[str]:
     """Every reason the workload is impossible; empty when it is fine."""
     out = []
-    if w.mode not in MODES:
-        out.append(f"mode {w.mode!r} not in {MODES}")
     for name in ("batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim", "head_dim_v"):
         v = getattr(w, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -117,24 +117,15 @@ def validate(w: Workload) -> list[str]:
         out.append(f"q_heads {w.q_heads} is not a multiple of kv_heads {w.kv_heads}")
     if w.mode == "decode" and w.q_len != 1:
         out.append(f"decode has one query token per sequence, got q_len={w.q_len}")
-    if w.dtype not in DTYPES:
-        out.append(f"dtype {w.dtype!r} not in {DTYPES}")
-    if w.accum not in ACCUMS:
-        out.append(f"accum {w.accum!r} not in {ACCUMS}")
-    if w.causal_align not in CAUSAL_ALIGNS:
-        out.append(f"causal_align {w.causal_align!r} not in {CAUSAL_ALIGNS}")
+    for name, allowed in ENUMS.items():
+        if getattr(w, name) not in allowed:
+            out.append(f"{name} {getattr(w, name)!r} not in {allowed}")
     if not isinstance(w.causal, bool):
         out.append(f"causal must be true or false, got {w.causal!r}")
     if not isinstance(w.dropout, (int, float)) or isinstance(w.dropout, bool):
         out.append(f"dropout must be a number in [0, 1), got {w.dropout!r}")
     elif not (0.0 <= w.dropout < 1.0):
         out.append(f"dropout must be in [0, 1), got {w.dropout!r}")
-    if w.layout not in LAYOUTS:
-        out.append(f"layout {w.layout!r} not in {LAYOUTS}")
-    if w.launch not in LAUNCHES:
-        out.append(f"launch {w.launch!r} not in {LAUNCHES}")
-    if w.l2 not in L2_STATES:
-        out.append(f"l2 {w.l2!r} not in {L2_STATES}")
     if w.causal and w.causal_align == "bottom_right" and w.q_len > w.kv_len:
         out.append(f"bottom-right causal with q_len {w.q_len} > kv_len {w.kv_len} leaves query rows with no key")
     if w.launch == "graph" and w.mode == "train_fwd_bwd":
