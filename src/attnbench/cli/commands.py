@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -104,7 +105,7 @@ def cmd_run(args, argv) -> int:
     timing = TimingConfig.for_device(device, args.max_time)
     cfg = SweepConfig(device=device, plugins=[str(Path(p).resolve()) for p in args.plugin],
                       timeout_s=args.timeout, seed=args.seed, tol=args.tol, timing=timing, tag=args.tag,
-                      log_path=None if args.dry_run else str(db.with_name(db.name + ".log")),
+                      log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
                       strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose))
     store = Store(db) if not args.dry_run else None
     run_id = new_run_id()

@@ -44,6 +44,8 @@ def build_parser() -> Parser:
                        description="Plan grid × backends × repeats, check each attempt against float64, "
                                    "probe the kernels it ran, time it, and store one row per attempt. "
                                    "Running the same command again resumes: finished attempts are skipped.")
+    r.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="more logging, workers included (-vv for debug)")
     src = r.add_mutually_exclusive_group()
     src.add_argument("--grid", help="named grid: smoke, quick, portability, fa3-paper "
                                     "(default: smoke on CPU, quick on CUDA)")

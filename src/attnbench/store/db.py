@@ -41,7 +41,8 @@ class Store:
             if version != SCHEMA_VERSION:
                 raise StoreError(f"{self.path} has schema version {version}; this attnbench reads {SCHEMA_VERSION}")
             return
-        if not create:
+        foreign = self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchone()
+        if not create or foreign:  # never add our tables to somebody else's database
             raise StoreError(f"{self.path} is not an attnbench store")
         with self.con:
             for stmt in ddl():

@@ -41,7 +41,7 @@ ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [
     ("rel_err", "REAL", "95% half-width of the median over the median at stop"),
     ("warmup_calls", "INTEGER", "calls in the timed warm-up"),
     ("warmup_us", "REAL", "wall time of the warm-up"),
-    ("wall_s", "REAL", "wall seconds of the whole attempt, worker start included"),
+    ("wall_s", "REAL", "wall seconds of the whole attempt, including the start of a worker started for it alone"),
     ("phases_s", "TEXT", "JSON wall seconds per phase: inputs, prepare, cold_call, check, probe, memory, timing"),
     ("cold_start_us", "REAL", "first call, compilation and autotuning included (host clock, synchronized)"),
     ("peak_mem_bytes", "INTEGER", "peak device memory of one call above its inputs (CUDA only)"),
