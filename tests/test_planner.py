@@ -184,3 +184,27 @@ def test_registry_select_and_errors(fakes_path):
     assert {"fake-good", "fake-crash", "fake-mutates"} <= {b.name for b in with_fakes}
     with pytest.raises(BackendError, match="two backends are named"):
         select(None, [fakes_path, fakes_path])
+
+
+def test_entry_point_plugins_enter_through_the_same_door(tmp_path, monkeypatch):
+    """A package that declares [project.entry-points."attnbench.backends"] is listed and selected
+    like a built-in; clashing names are refused."""
+    import importlib.metadata as md
+    import sys
+
+    from attnbench.backends import registry
+
+    (tmp_path / "ep_pkg.py").write_text(
+        "from attnbench.backends.base import Backend\n"
+        "BACKENDS = [Backend(name='ep-kernel', family='plugin')]\n"
+        "def clash():\n    return [Backend(name='sdpa-flash', family='plugin')]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("ep_pkg", None)
+    eps = md.EntryPoints([md.EntryPoint(name="mine", value="ep_pkg:BACKENDS", group=registry.ENTRY_POINT_GROUP)])
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: eps if group == registry.ENTRY_POINT_GROUP
+                        else md.EntryPoints([]))
+    assert [b.name for b in registry.select(["ep-kernel"])] == ["ep-kernel"]
+    assert "ep-kernel" in [b.name for b in registry.all_backends()]
+    eps = md.EntryPoints([md.EntryPoint(name="bad", value="ep_pkg:clash", group=registry.ENTRY_POINT_GROUP)])
+    with pytest.raises(registry.BackendError, match="two backends are named 'sdpa-flash'"):
+        registry.all_backends()

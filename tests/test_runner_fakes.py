@@ -309,3 +309,18 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
     assert [e[0] for e in events] == ["start"] * 3 + ["ready"] * 3
     assert sorted(e[1] for e in events if e[0] == "start") == [False, True, True]  # compilers warmed for flex/compile
     assert set(sw.workers) == {"shared", "backend:flex", "backend:compile"}
+
+
+def test_isolation_slots():
+    from attnbench.backends.registry import select
+    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.workloads.grids import get_grid
+
+    w = get_grid("smoke")[2]
+    by_name = {b.name: b for b in select(["sdpa-math", "flex"])}
+    attempts = {a.backend.name: a for a in plan([w], list(by_name.values()), DeviceInfo("cpu"), 1, "t", 0)}
+    relaxed = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "r")
+    strict = Sweep(None, SweepConfig(strict_isolation=True), DeviceInfo("cpu"), "r")
+    assert relaxed._slot(attempts["sdpa-math"]) == strict._slot(attempts["sdpa-math"]) == "shared"
+    assert relaxed._slot(attempts["flex"]) == "backend:flex"
+    assert strict._slot(attempts["flex"]) is None  # a fresh process for this attempt alone
