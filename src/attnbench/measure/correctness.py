@@ -37,13 +37,11 @@ def pick_slices(w: Workload, seed: int) -> list[tuple[int, int]]:
     return sorted(random.Random(seed).sample(pairs, MAX_SLICES))
 
 
-def _slice(w: Workload, tensors, b: int, g: int):
-    """(1, G, Nq, D) query-side and (1, 1, Nkv, D) key-side slices of one group, BHND."""
+def _slice(w: Workload, tensors, sides: str, b: int, g: int):
+    """Slices of one (batch, kv-group), BHND: 'q' tensors give (1, G, Nq, .), 'k' tensors (1, 1, Nkv, .)."""
     gq = w.gqa_group
-    q, k, v, *rest = tensors
-    out = [to_bhnd(q, w.layout)[b:b + 1, g * gq:(g + 1) * gq], to_bhnd(k, w.layout)[b:b + 1, g:g + 1],
-           to_bhnd(v, w.layout)[b:b + 1, g:g + 1]]
-    return out + [to_bhnd(t, w.layout)[b:b + 1, g * gq:(g + 1) * gq] for t in rest]
+    pick = {"q": slice(g * gq, (g + 1) * gq), "k": slice(g, g + 1)}
+    return [to_bhnd(t, w.layout)[b:b + 1, pick[side]] for t, side in zip(tensors, sides)]
 
 
 def _run_math(w: Workload, q, k, v, do, scale: float, dtype):
@@ -70,7 +68,8 @@ class Reference64:
         low = inputs.q.dtype
         self.ref, self.low_err = [], []
         for b, g in self.slices:
-            q, k, v, *do = _slice(w, [inputs.q, inputs.k, inputs.v] + ([inputs.do] if w.needs_grad else []), b, g)
+            q, k, v, *do = _slice(w, [inputs.q, inputs.k, inputs.v] + ([inputs.do] if w.needs_grad else []),
+                                  "qkkq", b, g)
             do = do[0] if do else None
             r64 = _run_math(w, q, k, v, do, inputs.scale, torch.float64)
             rlo = _run_math(w, q, k, v, do, inputs.scale, low)
@@ -108,7 +107,7 @@ def check(w: Workload, result, inputs, ref: Reference64, tol: float = DEFAULT_TO
     worst, detail = 0.0, {}
     max_abs, cosine, rmse_o, ref_err = 0.0, 1.0, 0.0, 0.0
     for (b, g), r64, lerr in zip(ref.slices, ref.ref, ref.low_err):
-        got = _slice_outputs(w, outs, b, g)
+        got = _slice(w, outs, "qqkk", b, g)  # O, dQ, dK, dV
         for name, x, hi, le in zip(NAMES, got, r64, lerr):
             e = _errors(x, hi)
             r_max = e["max_abs"] / max(le["max_abs"], eps * le["ref_max"], 1e-30)
@@ -133,14 +132,3 @@ def check(w: Workload, result, inputs, ref: Reference64, tol: float = DEFAULT_TO
         reason = (f"{name}: error {detail[name]['max_abs']:.3g} is {detail[name]['ratio']:.3g}x the same-dtype "
                   f"reference's ({detail[name]['ref_max_abs']:.3g}); tolerance {tol:g}x")
     return Verdict(passed, reason, max_abs, rmse_o, cosine, worst, ref_err, detail)
-
-
-def _slice_outputs(w: Workload, outs, b: int, g: int):
-    gq = w.gqa_group
-    o = to_bhnd(outs[0], w.layout)[b:b + 1, g * gq:(g + 1) * gq]
-    if len(outs) == 1:
-        return [o]
-    dq = to_bhnd(outs[1], w.layout)[b:b + 1, g * gq:(g + 1) * gq]
-    dk = to_bhnd(outs[2], w.layout)[b:b + 1, g:g + 1]
-    dv = to_bhnd(outs[3], w.layout)[b:b + 1, g:g + 1]
-    return [o, dq, dk, dv]

@@ -38,11 +38,10 @@ def new_run_id() -> str:
 
 
 def percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    i = (len(s) - 1) * q
-    lo = int(i)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (i - lo)
+    """Linear-interpolation quantile, q in [0, 1]."""
+    import numpy as np
+
+    return float(np.percentile(xs, 100 * q))
 
 
 def toolkit_columns(prov: dict) -> dict:
