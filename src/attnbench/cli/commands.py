@@ -170,6 +170,8 @@ def cmd_env(args, argv) -> int:
 
 
 def cmd_show(args, argv) -> int:
+    import pandas as pd
+
     from ..analysis.summary import best_per_workload, status_counts
     from ..store.db import Store
 
@@ -184,13 +186,14 @@ def cmd_show(args, argv) -> int:
                                                   "% ceiling", "×") else "left")
     for _, r in best.iterrows():
         mask = f"causal-{r['causal_align']}" if r["causal"] else "none"
-        pct = f"{r['pct_ceiling']:.0f}%" if r.get("pct_ceiling") == r.get("pct_ceiling") and r.get(
-            "pct_ceiling") is not None else "-"
-        ratio = f"{r['ratio']:.2f}" if "ratio" in r and r["ratio"] == r["ratio"] else "-"
+        pct, ratio, runner_up = (r.get(c) for c in ("pct_ceiling", "ratio", "runner_up"))
+        pct = f"{pct:.0f}%" if pd.notna(pct) else "-"
+        ratio = f"{ratio:.2f}" if pd.notna(ratio) else "-"
+        runner_up = runner_up if pd.notna(runner_up) else "-"
         t.add_row(str(r["device_name"]), r["mode"], str(r["batch"]), str(r["q_len"]), str(r["kv_len"]),
                   f"{r['q_heads']}/{r['kv_heads']}", str(r["head_dim"]), r["dtype"], mask, r["launch"], r["best"],
                   f"{r['median_us']:.1f}", f"{r['p95_us']:.1f}", f"{r['value']:.3g} {r['metric']}", pct,
-                  str(r.get("runner_up") or "-") if r.get("runner_up") == r.get("runner_up") else "-", ratio,
+                  runner_up, ratio,
                   "yes" if r.get("clear") else "no")
     if best.empty:
         out.print(f"no OK contestant rows in {args.db} ({len(df)} attempts stored)")

@@ -66,9 +66,7 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache) -> dict:
             if getattr(fwd, "context", None) is not None:
                 stack.enter_context(fwd.context)
             return _measure(w, fwd, inputs, ref, backend, spec, device, res, clock)
-    except Rejected as e:
-        return {**res, "status": Status.UNSUPPORTED.value, "reason": str(e)}
-    except timing.GraphCaptureError as e:
+    except (Rejected, timing.GraphCaptureError) as e:  # the library or the graph capture refused it
         return {**res, "status": Status.UNSUPPORTED.value, "reason": str(e)}
     except (torch.OutOfMemoryError, MemoryError) as e:
         cache.clear()

@@ -61,7 +61,6 @@ def make_row(a: Attempt, result: dict, run_id: str, cfg: SweepConfig, dev: Devic
         "decode_append": w.decode_append, "repeat": a.repeat, "flops": flops(w), "bytes": io_bytes(w),
         "device_name": dev.name, "device_index": index, "created_at": utcnow(),
     }
-    row["causal"] = int(w.causal)
     row.update(toolkit or {})
     keep = {"status", "reason", "samples_us", "calls_per_sample", "timer", "converged", "rel_err", "warmup_calls",
             "warmup_us", "cold_start_us", "peak_mem_bytes", "max_abs_err", "rmse", "cosine", "err_ratio", "ref_err",
@@ -166,17 +165,18 @@ class Sweep:
         done = self.store.done_keys()
         counts: dict[str, int] = {}
         current = None
-        started = False
+        prestarted = None  # the repeat whose workers were started together
         try:
             for a in attempts:
                 if a.key in done:
                     self.on_row({"status": "SKIPPED", "backend": a.backend.name})
                     continue
-                if a.repeat != self.repeat or not started:  # process-level repeats: fresh processes each
-                    if a.repeat != self.repeat:
-                        self.close()
-                    self.repeat, started = a.repeat, True
+                if a.repeat != self.repeat:  # process-level repeats: every repeat gets fresh processes
+                    self.close()
+                    self.repeat = a.repeat
+                if prestarted != a.repeat:
                     self._prestart([b for b in attempts if b.repeat == a.repeat and b.key not in done])
+                    prestarted = a.repeat
                 if not a.planned and current not in (None, a.workload):
                     self._release()
                 if not a.planned:
