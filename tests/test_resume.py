@@ -22,15 +22,36 @@ BACKENDS = "fake-good,sdpa-math,sdpa-flash,reference"
 REPEATS = 2
 
 
-def count(db: Path) -> int:
+def count(db: Path, table: str = "attempts") -> int:
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
-            return con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+            return con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
         finally:
             con.close()
     except sqlite3.Error:  # not created yet
         return 0
+
+
+def kill_9_when(proc, ready, settle: float = 0.0) -> set[int]:
+    """Wait (at most 180 s) until ready(), then SIGKILL the supervisor; returns the worker pids seen."""
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        while not ready():
+            workers.update(children_of(proc.pid))
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "the run never got there"
+            time.sleep(0.05)
+        time.sleep(settle)
+        workers.update(children_of(proc.pid))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return workers
 
 
 def children_of(pid: int) -> list[int]:
@@ -94,21 +115,9 @@ def test_kill_9_then_resume(tmp_path):
 
     log = open(tmp_path / "first.out", "w")
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
-    workers: set[int] = set()
     try:
-        deadline = time.monotonic() + 180
-        while count(db) < 3:
-            workers.update(children_of(proc.pid))
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "no rows appeared"
-            time.sleep(0.05)
-        workers.update(children_of(proc.pid))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        workers = kill_9_when(proc, lambda: count(db) >= 3)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         log.close()
     assert proc.returncode == -signal.SIGKILL
     assert workers, "no worker process was seen"
@@ -149,17 +158,6 @@ def test_kill_9_then_resume(tmp_path):
     assert "done: 0 attempts this run (nothing new)" in text and f"{total} already in the store" in text
 
 
-def runs_started(db: Path) -> int:
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        try:
-            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return 0
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the workers")
 def test_kill_9_during_a_busy_attempt_leaves_no_worker(tmp_path):
@@ -170,21 +168,9 @@ def test_kill_9_during_a_busy_attempt_leaves_no_worker(tmp_path):
     cmd = [sys.executable, "-m", "attnbench", "run", "--config", str(grid), "--plugin", FAKES, "--backends",
            "fake-hang", "--timeout", "300", "--db", str(db), "--device", "cpu"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    workers: set[int] = set()
-    try:
-        deadline = time.monotonic() + 180
-        while runs_started(db) < 1:  # the run row is written just before the first attempt is sent
-            workers.update(children_of(proc.pid))
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(1.5)  # the worker is now inside the hanging call
-        workers.update(children_of(proc.pid))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # the run row is written just before the first attempt is sent; 1.5 s later the worker is
+    # inside the hanging call
+    workers = kill_9_when(proc, lambda: count(db, "runs") >= 1, settle=1.5)
     assert workers
     assert count(db) == 0  # the hanging attempt never produced a row
     assert_workers_leave(workers)

@@ -75,8 +75,10 @@ def test_foreign_sqlite_file_is_not_a_store(tmp_path):
     con.execute("CREATE TABLE t (x)")
     con.commit()
     con.close()
-    with pytest.raises(StoreError, match="not an attnbench store"):
-        Store(p, create=False)
+    for create in (False, True):  # neither reading nor running adds our tables to their database
+        with pytest.raises(StoreError, match="not an attnbench store"):
+            Store(p, create=create)
+    assert {r[0] for r in sqlite3.connect(p).execute("SELECT name FROM sqlite_master")} == {"t"}
 
 
 def test_non_sqlite_file_is_a_store_error(tmp_path):
@@ -254,17 +256,3 @@ def test_markdown_lists_every_column():
 def test_json_columns_are_columns():
     assert set(JSON_COLUMNS) <= set(COLUMN_NAMES)
     assert len(COLUMN_NAMES) == len(set(COLUMN_NAMES))
-
-
-def test_a_foreign_sqlite_database_is_left_alone(tmp_path):
-    import sqlite3
-
-    p = tmp_path / "theirs.sqlite"
-    con = sqlite3.connect(p)
-    con.execute("CREATE TABLE notes (x)")
-    con.commit()
-    con.close()
-    with pytest.raises(StoreError, match="not an attnbench store"):
-        Store(p)
-    names = {r[0] for r in sqlite3.connect(p).execute("SELECT name FROM sqlite_master")}
-    assert names == {"notes"}
