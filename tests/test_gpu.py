@@ -90,3 +90,32 @@ def test_oom_predicted_without_running(tmp_path):
     rows = run_cli(tmp_path, grid, "reference")
     assert [r["status"] for r in rows] == ["OOM_PREDICTED"]
     assert "GiB" in rows[0]["reason"]
+
+
+def test_graph_samples_are_device_time_and_eager_samples_carry_the_host():
+    """A step that makes the host wait 300 µs before launching a tiny kernel: eager samples must show
+    the host's cost (≥ 300 µs a call), graph samples (prefilled) the kernel's device time only, and
+    repeated graph measurements must agree within 10%."""
+    import time
+
+    from attnbench.measure.timing import TimingConfig, event_overhead_us, time_cuda
+
+    x = torch.zeros(1 << 16, device="cuda")
+
+    def slow_host_step():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 300e-6:
+            pass
+        x.add_(1)
+
+    cfg = TimingConfig.for_device("cuda", 0.2)
+    eager = time_cuda(slow_host_step, "cuda", cfg, "eager")
+    assert eager.timer == "cuda_event" and sorted(eager.samples_us)[len(eager.samples_us) // 2] >= 290
+    medians = []
+    for _ in range(3):
+        g = time_cuda(slow_host_step, "cuda", cfg, "graph")
+        assert g.timer == "cuda_graph" and g.calls_per_sample > 1  # a µs kernel gets a block of calls
+        medians.append(sorted(g.samples_us)[len(g.samples_us) // 2])
+    assert max(medians) < 30, medians  # far below the host's 300 µs: launch latency is hidden
+    assert max(medians) / min(medians) < 1.10, medians
+    assert event_overhead_us("cuda", 50, ahead=True) < event_overhead_us("cuda", 50)

@@ -198,6 +198,10 @@ def test_sweep_exits_zero_with_one_row_per_attempt(fake_sweep):
     assert run[0] == rows[0]["run_id"] and run[1]
     prov = json.loads(run[2])
     assert prov["device"]["type"] == "cpu" and prov["seed"] == fake_sweep.seed
+    assert set(prov["sweep_overhead_s"]) == {"provenance", "worker_start", "worker_stop",
+                                                "release", "store"}
+    assert all(v >= 0 for v in prov["sweep_overhead_s"].values()) 
+    assert prov["sweep_overhead_s"]["worker_start"] > 0 and prov["sweep_overhead_s"]["provenance"] > 0
     # the plugin file that produced the rows is identified by its digest
     assert prov["plugins"] == {FAKES: hashlib.sha256(open(FAKES, "rb").read()).hexdigest()}
     con.close()
@@ -305,7 +309,7 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
     backends = select(["sdpa-math", "flex", "compile"])
     attempts = plan(get_grid("smoke")[2:3], backends, DeviceInfo("cpu"), 1, "t", 0)
     sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
-    sw._prestart(attempts)
+    sw._prestart({sw._slot(a) for a in attempts})
     assert [e[0] for e in events] == ["start"] * 3 + ["ready"] * 3
     assert sorted(e[1] for e in events if e[0] == "start") == [False, True, True]  # compilers warmed for flex/compile
     assert set(sw.workers) == {"shared", "backend:flex", "backend:compile"}
@@ -324,3 +328,124 @@ def test_isolation_slots():
     assert relaxed._slot(attempts["sdpa-math"]) == strict._slot(attempts["sdpa-math"]) == "shared"
     assert relaxed._slot(attempts["flex"]) == "backend:flex"
     assert strict._slot(attempts["flex"]) is None  # a fresh process for this attempt alone
+
+
+class _RecordingWorker:
+    """Stands in for a worker process: records the order of requests across workers."""
+
+    def __init__(self, name, events):
+        self.name, self.events, self.alive = name, events, True
+
+    def send(self, msg):
+        self.events.append(("send", self.name, msg["op"]))
+
+    def receive(self, timeout):
+        self.events.append(("receive", self.name))
+        return {"ok": True}
+
+    def request_stop(self):
+        self.events.append(("stop", self.name))
+
+    def close(self, timeout=10.0):
+        self.events.append(("join", self.name))
+
+    def kill(self):
+        self.events.append(("kill", self.name))
+
+
+def test_release_asks_only_the_workers_that_served_the_workload_and_all_at_once():
+    from attnbench.runner.sweep import Sweep, SweepConfig
+
+    events = []
+    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    sw.workers = {s: _RecordingWorker(s, events) for s in ("shared", "backend:flex", "backend:compile")}
+    sw.used = {"shared", "backend:flex"}
+    sw._release()
+    assert events == [("send", "backend:flex", "release"), ("send", "shared", "release"),
+                      ("receive", "backend:flex"), ("receive", "shared")]
+    assert sw.used == set()
+    events.clear()
+    sw._release()  # nothing ran since: nothing to release
+    assert events == []
+    assert sw.overhead_s["release"] >= 0
+
+
+def test_close_stops_every_worker_before_waiting_for_any():
+    from attnbench.runner.sweep import Sweep, SweepConfig
+
+    events = []
+    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    sw.workers = {s: _RecordingWorker(s, events) for s in ("shared", "backend:flex")}
+    sw._starting = {"backend:compile": _RecordingWorker("backend:compile", events)}
+    sw.close()
+    kinds = [e[0] for e in events]
+    assert kinds == ["stop"] * 3 + ["join"] * 3
+    assert sw.workers == {} and sw._starting == {}
+
+
+def test_first_repeat_workers_start_while_the_provenance_is_measured(monkeypatch):
+    from attnbench.backends.registry import select
+    from attnbench.runner import sweep as sweep_mod
+    from attnbench.runner.sweep import Sweep, SweepConfig
+
+    events = []
+
+    class FakeWorker:
+        def __init__(self, plugins, wait=True, **kw):
+            self.compiler = kw["warm"]["compiler"]
+            events.append(("start", self.compiler, wait))
+            self.alive = True
+
+        def ready(self):
+            events.append(("ready", self.compiler))
+            return self
+
+        def call(self, msg, timeout):
+            events.append(("call", msg["op"]))
+            return {"ok": True, "provenance": {"torch": "x"}}
+
+    monkeypatch.setattr(sweep_mod, "Worker", FakeWorker)
+    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    prov = sw.provenance(select(["sdpa-math", "flex"]))
+    # the shared worker is up first, the flex worker is started (not awaited) before the measurement
+    assert events[:3] == [("start", False, True), ("start", True, False), ("call", "provenance")]
+    assert "backend:flex" in sw._starting and "TORCHINDUCTOR_COMPILE_THREADS" in prov["compile_workers_env"]
+    sw._get("backend:flex")  # the first attempt that needs it waits for its handshake
+    assert events[-1] == ("ready", True) and "backend:flex" in sw.workers and not sw._starting
+
+
+ENV_PROBE = """
+import os
+from attnbench.backends.base import Backend
+
+
+class EnvProbe(Backend):
+    def prepare(self, w, inputs):
+        raise RuntimeError("threads=" + str(os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")))
+
+
+def backends():
+    return [EnvProbe(name="env-probe", family="plugin", isolation="backend",
+                     kernel_families={"cpu": frozenset({"unfused-gemm"})}, description="reports its env")]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("user_value, seen", [(None, "1"), ("3", "3")])
+def test_compiler_workers_compile_in_process_unless_the_user_says_otherwise(tmp_path, monkeypatch, user_value, seen):
+    from attnbench.cli.main import main
+
+    plugin = tmp_path / "envprobe.py"
+    plugin.write_text(ENV_PROBE)
+    if user_value is None:
+        monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", user_value)
+    db = tmp_path / "env.sqlite"
+    assert main(["run", "--grid", "smoke", "--modes", "prefill", "--plugin", str(plugin), "--backends", "env-probe",
+                 "--db", str(db), "--device", "cpu"]) == 0
+    rows = rows_of(db)
+    assert rows and {r["status"] for r in rows} == {"ERROR"}
+    assert all(f"threads={seen}" in r["reason"] for r in rows)
+    prov = json.loads(sqlite3.connect(db).execute("SELECT provenance FROM runs").fetchone()[0])
+    assert prov["compile_workers_env"] == {"TORCHINDUCTOR_COMPILE_THREADS": seen}

@@ -92,3 +92,47 @@ def status_counts(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     return df.pivot_table(index="backend", columns="status", values="attempt_key", aggfunc="count",
                           fill_value=0)
+
+
+def _seconds(start, end) -> float | None:
+    if not start or not end:
+        return None
+    return (pd.Timestamp(end) - pd.Timestamp(start)).total_seconds()
+
+
+def repeat_cv(df: pd.DataFrame) -> pd.Series:
+    """Coefficient of variation (sample std / mean) of the per-repeat medians, one value per
+    (device, workload, backend) with OK rows in two or more repeats."""
+    ok = df[(df["status"] == "OK") & df["median_us"].notna()]
+    g = ok.groupby(["device_name", "workload_key", "backend"])["median_us"]
+    cv = g.std(ddof=1) / g.mean()
+    return cv[g.count() >= 2].dropna()
+
+
+def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
+    """How a store's sweep went: attempts per status; sweep wall time (the runs' start to finish, or
+    to their last row if interrupted) over the summed timed device time (every sample × its calls);
+    and how well repeats agree (CV of per-repeat medians over workload × backend)."""
+    out: dict = {"attempts": int(len(df)),
+                 "status": {k: int(v) for k, v in df["status"].value_counts().items()} if len(df) else {}}
+    wall = 0.0
+    for r in runs:
+        end = r.get("finished_at")
+        if not end and len(df):
+            mine = df.loc[df["run_id"] == r["run_id"], "created_at"]
+            end = mine.max() if len(mine) else None
+        wall += _seconds(r.get("started_at"), end) or 0.0
+    out["sweep_wall_s"] = wall
+    ok = df[df["status"] == "OK"] if len(df) else df
+    timed = 0.0
+    for s, k in zip(ok.get("samples_us", []), ok.get("calls_per_sample", [])):
+        xs = json.loads(s) if isinstance(s, str) else (s or [])
+        timed += sum(xs) * (int(k) if pd.notna(k) else 1) / 1e6
+    out["timed_s"] = timed
+    out["wall_over_timed"] = wall / timed if timed > 0 else None
+    cv = repeat_cv(df) if len(df) else pd.Series(dtype=float)
+    out["cv_pairs"] = int(len(cv))
+    if len(cv):
+        out["cv_median"], out["cv_p90"], out["cv_max"] = (float(cv.median()), float(cv.quantile(0.9)),
+                                                         float(cv.max()))
+    return out

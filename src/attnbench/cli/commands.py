@@ -112,7 +112,7 @@ def cmd_run(args, argv) -> int:
     sweep = Sweep(store, cfg, None, run_id)
     try:
         with err.status(f"starting a worker on {device} and measuring its ceilings..."):
-            prov = sweep.provenance()
+            prov = sweep.provenance(backends if not args.dry_run else None)
         dev = DeviceInfo.from_dict(prov["device"])
         sweep.dev = dev
         attempts = plan(workloads, backends, dev, args.repeats, args.tag, args.seed)
@@ -131,8 +131,9 @@ def cmd_run(args, argv) -> int:
         with SweepProgress(len(attempts), err) as prog:
             sweep.on_row = prog.update
             sweep.run(attempts)
-        store.finish_run(run_id)
-        summary(err, store, prog.counts, prog.skipped, db)
+        overhead = {k: round(v, 2) for k, v in sweep.overhead_s.items()}
+        store.finish_run(run_id, {"sweep_overhead_s": overhead})
+        summary(err, store, prog.counts, prog.skipped, db, overhead)
         return 0
     finally:
         sweep.close()

@@ -40,9 +40,12 @@ class SweepProgress:
         self.progress.update(self.task, advance=1, counts=text, description=desc)
 
 
-def summary(console: Console, store, counts: Counter, skipped: int, db) -> None:
+def summary(console: Console, store, counts: Counter, skipped: int, db, overhead: dict | None = None) -> None:
     parts = ", ".join(f"{s} {counts[s]}" for s in ORDER if counts[s]) or "nothing new"
     console.print(f"[bold]done[/]: {sum(counts.values())} attempts this run ({parts})"
                   + (f"; {skipped} already in the store" if skipped else ""))
+    if overhead:
+        console.print("sweep overhead outside attempts: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s"
+                                                                    for k, v in overhead.items()))
     console.print(f"store: {db} ({store.count()} attempts)")
     console.print(f"see results: [bold]attnbench show --db {db}[/]")

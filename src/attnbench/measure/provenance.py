@@ -156,6 +156,7 @@ def collect(device: str, seed: int, measure_ceilings: bool = True, plugins=()) -
         "device": device_info(device),
         "timer": "cuda_event" if device.startswith("cuda") else "host_clock",
         "event_overhead_us": event_overhead_us(device),
+        "event_overhead_prefilled_us": event_overhead_us(device, ahead=True) if device.startswith("cuda") else None,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if measure_ceilings:

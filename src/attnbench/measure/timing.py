@@ -20,7 +20,8 @@ class TimingConfig:
     max_samples: int = 200
     max_time_s: float = 2.0  # per attempt, after warm-up
     target_rel_err: float = 0.01  # 95% half-width of the median over the median
-    min_block_us: float = 100.0  # calls per event pair chosen so a block lasts at least this
+    min_block_us: float = 100.0  # calls per event pair chosen so a block lasts at least this (graph, CPU)
+    eager_block_us: float = 1000.0  # eager CUDA blocks: the first launch's latency is amortised over k
 
     @classmethod
     def for_device(cls, device: str, max_time_s: float | None = None) -> "TimingConfig":
@@ -126,43 +127,82 @@ class _L2Flusher:
         self.buf.zero_()
 
 
+PREFILL_US = 200.0  # device-side delay queued before a graph sample's start event
+_cycles_per_us: dict[str, float] = {}
+
+
+def prefill(device: str, us: float = PREFILL_US) -> None:
+    """Queue a kernel that only spins for `us` microseconds, so that the host has recorded the start
+    event, launched the work and recorded the end event before the device reaches them: the events
+    then bracket device time only, not the host's launch latency (or its jitter)."""
+    import torch
+
+    if device not in _cycles_per_us:  # calibrate once per process: spin cycles per microsecond
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)
+        rates = []
+        for _ in range(3):
+            a.record()
+            torch.cuda._sleep(1_000_000)
+            b.record()
+            b.synchronize()
+            rates.append(1_000_000 / (a.elapsed_time(b) * 1e3))
+        _cycles_per_us[device] = statistics.median(rates)
+    torch.cuda._sleep(max(1, int(us * _cycles_per_us[device])))
+
+
 def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: str = "eager",
               l2: str = "warm") -> Timing:
-    """Device events around k calls (k=1 when L2 is flushed); graph launch replays k captured calls."""
+    """Device events around k calls (k=1 when L2 is flushed).
+
+    eager: k back-to-back calls from the host, as an eager model issues them; when the host is
+    slower than the kernel, its launch cost is in the sample (that is what eager costs). k makes
+    the block last ≥ eager_block_us so the first launch's latency is amortised.
+    graph: k calls captured in one CUDA graph; each replay is preceded by a device-side delay
+    (prefill) so the sample is device time only; k makes the block last ≥ min_block_us."""
     import torch
 
     n, wus = warmup(step, device, cfg.warmup_s)
     flush = _L2Flusher(device) if l2 == "cold" else None
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def events(fn: Callable[[], Any], k: int) -> float:
+    def events(fn: Callable[[], Any], k: int, ahead: bool) -> float:
         if flush:
             flush()
+        if ahead:
+            prefill(device)
         start.record()
         fn()
         end.record()
         end.synchronize()
         return start.elapsed_time(end) * 1e3 / k
 
-    per_call = wus / max(n, 1)
-    if flush or per_call > 10 * cfg.min_block_us:  # long calls: one per sample, no estimate needed
-        k = 1
-    else:
-        est = sorted(events(step, 1) for _ in range(3))[1]
-        k = max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
     if launch == "graph":
-        graph = capture_graph(step, k, device)
+        k = 1
+        graph = capture_graph(step, 1, device)
+        est = sorted(events(graph.replay, 1, True) for _ in range(3))[1]
+        if not flush and est < cfg.min_block_us:
+            k = max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
+            del graph
+            graph = capture_graph(step, k, device)
         t = Timing(calls_per_sample=k, timer="cuda_graph", warmup_calls=n, warmup_us=wus)
         graph.replay()
         torch.cuda.synchronize()
-        return _collect(lambda: events(graph.replay, k), cfg, t)
+        return _collect(lambda: events(graph.replay, k, True), cfg, t)
+
+    per_call = wus / max(n, 1)
+    if flush or per_call > cfg.eager_block_us:  # a call this long amortises its own launch
+        k = 1
+    else:
+        est = sorted(events(step, 1, False) for _ in range(3))[1]
+        k = max(1, math.ceil(cfg.eager_block_us / max(est, 1e-3)))
 
     def block():
         for _ in range(k):
             step()
 
     t = Timing(calls_per_sample=k, timer="cuda_event", warmup_calls=n, warmup_us=wus)
-    return _collect(lambda: events(block, k), cfg, t)
+    return _collect(lambda: events(block, k, False), cfg, t)
 
 
 class GraphCaptureError(RuntimeError):
@@ -189,8 +229,9 @@ def capture_graph(step: Callable[[], Any], k: int, device: str):
     return graph
 
 
-def event_overhead_us(device: str, n: int = 200) -> float:
-    """Median time between two back-to-back events: the floor under any event-timed sample."""
+def event_overhead_us(device: str, n: int = 200, ahead: bool = False) -> float:
+    """Median time between two back-to-back events: the floor under an eager sample; with
+    ahead=True (a prefill first), the floor under a graph sample."""
     if not device.startswith("cuda"):
         t = []
         for _ in range(n):
@@ -202,6 +243,8 @@ def event_overhead_us(device: str, n: int = 200) -> float:
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out = []
     for _ in range(n):
+        if ahead:
+            prefill(device, 50.0)
         a.record()
         b.record()
         b.synchronize()

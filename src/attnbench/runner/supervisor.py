@@ -43,6 +43,7 @@ class Worker:
         self.conn, child = ctx.Pipe()
         self.ready_timeout = ready_timeout
         self._ready = False
+        self._stop_sent = False
         self.proc = ctx.Process(target=worker_main, name="attnbench-worker",
                                 args=(child, list(plugins), os.getpid(), log_level, log_path, warm))
         self.proc.start()
@@ -67,8 +68,17 @@ class Worker:
         return self
 
     def call(self, msg: dict, timeout: float) -> dict:
+        self.send(msg)
+        return self.receive(timeout)
+
+    def send(self, msg: dict) -> None:
         try:
             self.conn.send(msg)
+        except (EOFError, OSError, BrokenPipeError):
+            raise WorkerGone(_death(self.proc)) from None
+
+    def receive(self, timeout: float) -> dict:
+        try:
             if not self.conn.poll(timeout):
                 self.kill()
                 raise WorkerTimeout(f"no result after {timeout:g}s; worker killed")
@@ -86,12 +96,18 @@ class Worker:
         self.proc.join(10)
         self.conn.close()
 
-    def close(self) -> None:
+    def request_stop(self) -> None:
+        """Ask the worker to exit without waiting (close() then waits): several stop at once."""
         try:
-            if self.proc.is_alive():
+            if self.proc.is_alive() and not self._stop_sent:
                 self.conn.send({"op": "stop"})
-                self.proc.join(10)
+                self._stop_sent = True
         except (OSError, BrokenPipeError):
             pass
+
+    def close(self, timeout: float = 10.0) -> None:
+        try:
+            self.request_stop()
+            self.proc.join(timeout)
         finally:
             self.kill()

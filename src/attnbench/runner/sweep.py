@@ -15,6 +15,7 @@ from ..workloads.models import flops, io_bytes
 from .planner import Attempt
 from .status import Status
 from .supervisor import Worker, WorkerGone, WorkerTimeout
+from .worker import compiler_env
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,12 @@ class Sweep:
                  on_row: Callable[[dict], None] = lambda row: None):
         self.store, self.cfg, self.dev, self.run_id, self.on_row = store, cfg, dev, run_id, on_row
         self.workers: dict[str, Worker] = {}
+        self._starting: dict[str, Worker] = {}  # started, not yet ready
         self.toolkit: dict = {}
         self.repeat = 0
+        self.used: set[str] = set()  # worker slots that served the current workload
+        self.overhead_s = {"provenance": 0.0, "worker_start": 0.0, "worker_stop": 0.0, "release": 0.0,
+                           "store": 0.0}
         self.index = int(cfg.device.split(":")[1]) if ":" in cfg.device else (0 if cfg.device == "cuda" else None)
 
     def _spec(self, a: Attempt) -> dict:
@@ -96,28 +101,43 @@ class Sweep:
                 "seed": self.cfg.seed, "tol": self.cfg.tol, "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
 
     def _slot(self, a: Attempt) -> str | None:
-        iso = a.backend.isolation
+        return self._slot_of(a.backend)
+
+    def _slot_of(self, backend) -> str | None:
+        iso = backend.isolation
         if iso == "attempt" or (iso == "backend" and self.cfg.strict_isolation):
             return None
-        return "shared" if iso == "worker" else f"backend:{a.backend.name}"
+        return "shared" if iso == "worker" else f"backend:{backend.name}"
 
     def _new_worker(self, slot: str | None = None, wait: bool = True) -> Worker:
         warm = {"device": self.cfg.device, "compiler": slot is None or slot.startswith("backend:")}
         return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm,
                       wait=wait)
 
-    def _prestart(self, pending: list[Attempt]) -> None:
+    def _prestart(self, slots: set[str | None], wait: bool = True) -> None:
         """Start every worker this repeat needs at once, before anything is timed: their start-up
-        (seconds each on a GPU host) overlaps instead of adding up."""
-        slots = {self._slot(a) for a in pending if not a.planned} - {None} - set(self.workers)
-        started = {slot: self._new_worker(slot, wait=False) for slot in sorted(slots)}
-        for slot, w in started.items():
+        (seconds each on a GPU host) overlaps instead of adding up. With wait=False the caller
+        goes on (the provenance measurement) and _await_started() collects them."""
+        t0 = time.perf_counter()
+        slots = set(slots) - {None} - set(self.workers) - set(self._starting)
+        self._starting.update({slot: self._new_worker(slot, wait=False) for slot in sorted(slots)})
+        if wait:
+            self._await_started()
+        self.overhead_s["worker_start"] += time.perf_counter() - t0
+
+    def _await_started(self) -> None:
+        t0 = time.perf_counter()
+        for slot, w in sorted(self._starting.items()):
             try:
                 self.workers[slot] = w.ready()
             except (WorkerTimeout, WorkerGone):
                 pass  # _get() starts another and reports the failure on the attempt
+        self._starting.clear()
+        self.overhead_s["worker_start"] += time.perf_counter() - t0
 
     def _get(self, slot: str | None) -> Worker:
+        if slot in self._starting:
+            self._await_started()
         if slot is None:
             return self._new_worker(slot)
         w = self.workers.get(slot)
@@ -127,6 +147,8 @@ class Sweep:
 
     def _execute(self, a: Attempt) -> dict:
         slot = self._slot(a)
+        if slot is not None:
+            self.used.add(slot)
         try:
             w = self._get(slot)
         except WorkerTimeout as e:
@@ -154,12 +176,26 @@ class Sweep:
             self.workers.pop(slot, None)
 
     def _release(self) -> None:
-        """A new workload: idle workers drop the previous one's inputs and reference."""
-        for slot, w in list(self.workers.items()):
+        """A new workload: the workers that served the previous one drop its inputs and reference,
+        all at once (a release runs the garbage collector: a tenth of a second in a compiler process)."""
+        t0 = time.perf_counter()
+        asked = []
+        for slot in sorted(self.used):
+            w = self.workers.get(slot)
+            if w is None:
+                continue
             try:
-                w.call({"op": "release"}, 60)
+                w.send({"op": "release"})
+                asked.append((slot, w))
+            except WorkerGone:
+                self._drop(slot, w)
+        for slot, w in asked:
+            try:
+                w.receive(60)
             except (WorkerTimeout, WorkerGone):
                 self._drop(slot, w)
+        self.used.clear()
+        self.overhead_s["release"] += time.perf_counter() - t0
 
     def run(self, attempts: list[Attempt]) -> dict[str, int]:
         done = self.store.done_keys()
@@ -175,7 +211,8 @@ class Sweep:
                     self.close()
                     self.repeat = a.repeat
                 if prestarted != a.repeat:
-                    self._prestart([b for b in attempts if b.repeat == a.repeat and b.key not in done])
+                    self._prestart({self._slot(b) for b in attempts
+                                    if b.repeat == a.repeat and b.key not in done and not b.planned})
                     prestarted = a.repeat
                 if not a.planned and current not in (None, a.workload):
                     self._release()
@@ -185,7 +222,9 @@ class Sweep:
                 result = ({"status": a.planned.value, "reason": a.reason} if a.planned else self._execute(a))
                 result["wall_s"] = round(time.perf_counter() - t0, 4)
                 row = make_row(a, result, self.run_id, self.cfg, self.dev, self.index, self.toolkit)
+                t1 = time.perf_counter()
                 self.store.insert(row)
+                self.overhead_s["store"] += time.perf_counter() - t1
                 done.add(a.key)
                 counts[row["status"]] = counts.get(row["status"], 0) + 1
                 self.on_row(row)
@@ -193,16 +232,35 @@ class Sweep:
             self.close()
         return counts
 
-    def provenance(self) -> dict:
-        """Collected by the shared worker, which then serves the first repeat."""
+    def provenance(self, backends: list | None = None) -> dict:
+        """Collected by the shared worker, which then serves the first repeat. The workers of the
+        other given backends start meanwhile: their start-up is CPU work and a CUDA context, and
+        the ceilings are the best of several trials. (One may idle if the planner finds nothing
+        for its backend to run.)"""
+        t0 = time.perf_counter()
         w = self._get("shared")
+        self.overhead_s["worker_start"] += time.perf_counter() - t0
+        if backends:
+            self._prestart({self._slot_of(b) for b in backends}, wait=False)
+        t0 = time.perf_counter()
         res = w.call({"op": "provenance", "device": self.cfg.device, "seed": self.cfg.seed}, 600)
         if not res.get("ok"):
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")
-        self.toolkit = toolkit_columns(res["provenance"])
-        return res["provenance"]
+        self.overhead_s["provenance"] = time.perf_counter() - t0
+        prov = res["provenance"]
+        prov["compile_workers_env"] = compiler_env()
+        self.toolkit = toolkit_columns(prov)
+        return prov
 
     def close(self) -> None:
-        for w in self.workers.values():
-            w.close()
+        """Stop every worker at once, then wait (a compiler process takes seconds to exit)."""
+        t0 = time.perf_counter()
+        ws = list(self.workers.values()) + list(self._starting.values())
+        for w in ws:
+            w.request_stop()
+        deadline = time.monotonic() + 10
+        for w in ws:
+            w.close(max(0.0, deadline - time.monotonic()))
         self.workers.clear()
+        self._starting.clear()
+        self.overhead_s["worker_stop"] += time.perf_counter() - t0

@@ -15,9 +15,22 @@ def _watch_parent(parent: int) -> None:
         time.sleep(0.5)
 
 
+# Workers of compile-based backends compile one attention graph at a time (one to four Triton
+# kernels): Inductor's default pool of one compile process per core would cost seconds of start-up
+# per worker and keep busy processes next to the timed ones. A value set by the user wins.
+COMPILER_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+
+
+def compiler_env() -> dict:
+    """The compiler settings workers of compile-based backends run with (recorded in provenance)."""
+    return {k: os.environ.get(k, v) for k, v in COMPILER_ENV.items()}
+
+
 def _warm_up(device: str, compiler: bool) -> None:
     """Pay process start-up before the ready handshake: torch import, CUDA context, the profiler's
-    first start (seconds with CUPTI), and the compiler stack for compile-based backends."""
+    first start (seconds with CUPTI), and for compile-based backends on a GPU the compiler stack's
+    first use (Dynamo, Inductor, Triton's compiler), so that a first attempt's cold start holds
+    its own compilation only."""
     import torch
 
     from ..measure import dispatch
@@ -25,12 +38,19 @@ def _warm_up(device: str, compiler: bool) -> None:
     x = torch.ones(8, device=device)
     dispatch.probe(lambda: x * 2, device)
     if compiler:
-        import torch._dynamo  # noqa: F401
+        import torch._dynamo
         import torch._inductor.compile_fx  # noqa: F401
+
+        if device.startswith("cuda"):
+            torch.compile(lambda t: torch.softmax(t * 2, -1), dynamic=False)(x.view(2, 4))
+            torch.cuda.synchronize()
+            torch._dynamo.reset()
 
 
 def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
                 log_path: str | None = None, warm: dict | None = None) -> None:
+    if warm and warm.get("compiler"):
+        os.environ.update(compiler_env())  # before anything imports Inductor
     if log_path:  # libraries' own prints (profiler, compilers) go to the run log, not the progress bar
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)

@@ -59,8 +59,14 @@ class Store:
                              "VALUES (?,?,?,?,?,?,?)",
                              (run_id, tag, grid, argv, device_name, utcnow(), json.dumps(provenance)))
 
-    def finish_run(self, run_id: str) -> None:
+    def finish_run(self, run_id: str, extra: dict | None = None) -> None:
+        """Mark the run finished; extra (the sweep's own overheads) is merged into its provenance."""
         with self.con:
+            if extra:
+                row = self.con.execute("SELECT provenance FROM runs WHERE run_id=?", (run_id,)).fetchone()
+                prov = json.loads(row[0]) if row and row[0] else {}
+                prov.update(extra)
+                self.con.execute("UPDATE runs SET provenance=? WHERE run_id=?", (json.dumps(prov), run_id))
             self.con.execute("UPDATE runs SET finished_at=? WHERE run_id=?", (utcnow(), run_id))
 
     def runs(self) -> list[dict]:
