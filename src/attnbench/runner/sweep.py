@@ -121,23 +121,24 @@ class Sweep:
         t0 = time.perf_counter()
         slots = set(slots) - {None} - set(self.workers) - set(self._starting)
         self._starting.update({slot: self._new_worker(slot, wait=False) for slot in sorted(slots)})
+        self.overhead_s["worker_start"] += time.perf_counter() - t0
         if wait:
             self._await_started()
-        self.overhead_s["worker_start"] += time.perf_counter() - t0
 
-    def _await_started(self) -> None:
+    def _await_started(self, only: str | None = None) -> None:
+        """Wait for the handshake of the started workers (or of one of them)."""
         t0 = time.perf_counter()
-        for slot, w in sorted(self._starting.items()):
+        for slot in sorted(self._starting) if only is None else [only]:
+            w = self._starting.pop(slot)
             try:
                 self.workers[slot] = w.ready()
             except (WorkerTimeout, WorkerGone):
                 pass  # _get() starts another and reports the failure on the attempt
-        self._starting.clear()
         self.overhead_s["worker_start"] += time.perf_counter() - t0
 
     def _get(self, slot: str | None) -> Worker:
         if slot in self._starting:
-            self._await_started()
+            self._await_started(slot)
         if slot is None:
             return self._new_worker(slot)
         w = self.workers.get(slot)
@@ -234,14 +235,11 @@ class Sweep:
 
     def provenance(self, backends: list | None = None) -> dict:
         """Collected by the shared worker, which then serves the first repeat. The workers of the
-        other given backends start meanwhile: their start-up is CPU work and a CUDA context, and
-        the ceilings are the best of several trials. (One may idle if the planner finds nothing
-        for its backend to run.)"""
-        t0 = time.perf_counter()
+        other given backends start with it and go on starting meanwhile: their start-up is CPU
+        work and a CUDA context, and the ceilings are medians of several trials. (One may idle if
+        the planner finds nothing for its backend to run.)"""
+        self._prestart({"shared"} | {self._slot_of(b) for b in backends or ()}, wait=False)
         w = self._get("shared")
-        self.overhead_s["worker_start"] += time.perf_counter() - t0
-        if backends:
-            self._prestart({self._slot_of(b) for b in backends}, wait=False)
         t0 = time.perf_counter()
         res = w.call({"op": "provenance", "device": self.cfg.device, "seed": self.cfg.seed}, 600)
         if not res.get("ok"):

@@ -71,6 +71,9 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             _warm_up(warm["device"], warm.get("compiler", False))
         except Exception:  # a failed warm-up is not fatal: the first attempt will say what is wrong
             logging.getLogger(__name__).warning("worker warm-up failed", exc_info=True)
+    import gc
+
+    gc.freeze()  # what start-up built lives as long as the process: each release's collection skips it
     conn.send({"ready": True, "pid": os.getpid()})
     cache = attempt.WorkloadCache()
     while True:
