@@ -14,7 +14,8 @@ echo "quick grid wall this call: $(( $(date +%s) - start )) s"
 python3 - "$DB" <<'PY'
 import json, sqlite3, sys, collections
 c = sqlite3.connect(sys.argv[1])
-print("rows", c.execute("select count(*) from attempts").fetchone()[0], "of", 69 * 7 * 3)
+from attnbench.workloads.grids import get_grid
+print("rows", c.execute("select count(*) from attempts").fetchone()[0], "of", len(get_grid("quick")) * 7 * 3)
 w = collections.defaultdict(float); ph = collections.defaultdict(lambda: collections.defaultdict(float))
 for b, wall, p in c.execute("select backend, wall_s, phases_s from attempts"):
     w[b] += wall or 0
@@ -25,4 +26,6 @@ for b in sorted(w):
 for r in c.execute("select status, backend, count(*), min(substr(reason,1,90)) from attempts where status != 'OK' group by 1,2"):
     print(r)
 PY
+python3 -m attnbench export --db $DB --out $OUT/quick.jsonl.gz
+python3 -m attnbench export --db $DB --out $OUT/quick.runs.jsonl --table runs
 python3 -m attnbench show --db $DB 2>&1 | tail -75

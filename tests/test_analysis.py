@@ -133,3 +133,37 @@ def test_a_clear_winner_needs_ten_percent_and_a_separated_bootstrap():
     assert r["ratio"] >= SEPARATION_RATIO and r["ratio_l95"] <= 1 and r["clear"] is False
     (r,) = best_per_workload(frame([ok(0, "alone", 10.0)]), []).to_dict(orient="records")
     assert r["clear"] is False and r["contestants"] == 1
+
+
+def test_run_overview_wall_over_timed_and_cv_by_launch():
+    from attnbench.analysis.summary import run_overview
+
+    rows = []
+    # graph: per-repeat medians 10, 10, 12 (CV 0.108); eager: 20, 40 (CV 0.471); one repeat only: no CV
+    for rep, med in enumerate((10.0, 10.0, 12.0)):
+        rows.append(ok(0, "g", med, rep, launch="graph", workload_key="wg", samples_us=[med] * 4,
+                       calls_per_sample=5, created_at=f"2026-01-01T00:00:{10 + rep:02d}Z"))
+    for rep, med in enumerate((20.0, 40.0)):
+        rows.append(ok(1, "e", med, rep, launch="eager", workload_key="we", samples_us=[med] * 2,
+                       calls_per_sample=1))
+    rows.append(ok(2, "once", 5.0, 0, launch="eager", workload_key="w1", samples_us=[5.0], calls_per_sample=1))
+    rows.append(make_row(3, status="UNSUPPORTED", reason="no", attempt_key="u", samples_us=None, median_us=None))
+    df = frame(rows)
+    runs = [{"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:40Z"}]
+    o = run_overview(df, runs)
+    assert o["attempts"] == 7 and o["status"] == {"OK": 6, "UNSUPPORTED": 1}
+    timed_us = (10 + 10 + 12) * 4 * 5 + (20 + 40) * 2 + 5
+    assert o["timed_s"] == pytest.approx(timed_us / 1e6)
+    assert o["sweep_wall_s"] == 100 and o["wall_over_timed"] == pytest.approx(100 / (timed_us / 1e6))
+    g, e = o["cv_by_launch"]["graph"], o["cv_by_launch"]["eager"]
+    assert g["pairs"] == 1 and g["median"] == pytest.approx(pd.Series([10, 10, 12.0]).std() / (32 / 3))
+    assert e["pairs"] == 1 and e["median"] == pytest.approx(pd.Series([20, 40.0]).std() / 30)
+    assert o["cv"]["pairs"] == 2 and o["cv"]["max"] == pytest.approx(e["median"])
+
+
+def test_run_overview_of_an_interrupted_run_ends_at_its_last_row():
+    from attnbench.analysis.summary import run_overview
+
+    df = frame([ok(0, "a", 10.0, 0, created_at="2026-01-01T00:00:30Z")])
+    o = run_overview(df, [{"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z", "finished_at": None}])
+    assert o["sweep_wall_s"] == 30 and o["cv"] == {"pairs": 0} and o["cv_by_launch"] == {}

@@ -106,6 +106,8 @@ def test_cuda_requested_on_a_cpu_only_host(cli, inputs, device):
     (["export", "--db", "{d}/absent.sqlite", "--format", "csv", "--out", "{d}/o.csv"], "store not found"),
     (["export", "--db", "{d}/absent.sqlite", "--format", "xml", "--out", "{d}/o.xml"], "invalid choice"),
     (["export", "--db", "{d}/absent.sqlite", "--format", "csv"], "required"),
+    (["export", "--db", "{d}/absent.sqlite", "--out", "{d}/o.xlsx"], "cannot tell the format"),
+    (["export", "--db", "{d}/absent.sqlite", "--out", "{d}/o.csv", "--table", "nope"], "invalid choice"),
     (["import", "{d}/absent.jsonl", "--db", "{d}/new.sqlite"], "file not found"),
     (["import", "{d}/bad.jsonl", "--db", "{d}/new.sqlite"], "cannot read"),
     (["import", "{d}/short.jsonl", "--db", "{d}/new.sqlite"], "lacks"),
@@ -264,6 +266,7 @@ def test_show_with_status(cli, filled):
     # clear: 47x ahead and the samples (10.0..11.1 against 11.0..12.1) separate in the bootstrap
     assert "CPU test │ prefill │ 1 │ 64 │ 64 │ 4/2 │ 32 │ bf16 │ none │ eager │ fast │ 10.6 │ 11.1 │ " \
            "0.198 TFLOP/s │ 20% │ slow │ 47.17 │ yes" in out, out
+    assert "4 attempts (CRASH 1, OK 3)" in out, out  # the run overview line
     status_table = out.split("Attempts per backend and status")[1]
     for line in ("broken │ 1 │ 0", "fast │ 0 │ 1", "ref │ 0 │ 1", "slow │ 0 │ 1"):
         assert line in status_table
@@ -338,3 +341,28 @@ def test_nonsense_tolerance_is_a_usage_error(cli, tmp_path, tol):
     res = cli("run", "--config", tmp_path / "tiny.yaml", "--plugin", FAKES, "--backends", "fake-good",
               "--dry-run", "--tol", tol, "--db", tmp_path / "d.sqlite", "--device", "cpu")
     assert res.rc == 2, res.out
+
+
+def test_export_runs_and_gzip_attempts_then_import_both(cli, tmp_path):
+    from attnbench.cli.main import main
+
+    db = tmp_path / "src.sqlite"
+    grid = tmp_path / "tiny.yaml"
+    grid.write_text(TINY_GRID)
+    assert main(["run", "--config", str(grid), "--modes", "prefill", "--backends", "sdpa-math", "--db", str(db),
+                 "--device", "cpu", "--max-time", "0.02"]) == 0
+    att, runs = tmp_path / "a.jsonl.gz", tmp_path / "runs.jsonl"
+    res = cli("export", "--db", db, "--out", att)  # format from the name
+    assert res.rc == 0 and att.read_bytes()[:2] == b"\x1f\x8b"
+    res = cli("export", "--db", db, "--out", runs, "--table", "runs")
+    assert res.rc == 0 and "wrote 1 runs" in res.err
+    copy = tmp_path / "copy.sqlite"
+    assert cli("import", att, "--db", copy).rc == 0
+    res = cli("import", runs, "--db", copy, "--table", "runs")
+    assert res.rc == 0 and "imported 1 runs" in res.err
+    a, b = Store(db, create=False), Store(copy, create=False)
+    assert a.attempts() == b.attempts()
+    assert [r["provenance"] for r in a.runs()] == [r["provenance"] for r in b.runs()]
+    assert "ceilings" in b.runs()[0]["provenance"]
+    a.close()
+    b.close()

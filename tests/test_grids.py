@@ -34,11 +34,13 @@ def test_smoke_has_all_four_modes_and_the_promised_variety():
 def test_quick_matches_its_spec():
     ws = get_grid("quick")
     assert all(w.dtype == "bf16" and w.head_dim == 128 and w.head_dim_v == 128 for w in ws)
-    prefill = [w for w in ws if w.mode == "prefill"]
+    prefill = [w for w in ws if w.mode == "prefill" and w.causal]
     assert {(w.batch, w.q_len) for w in prefill} == {(b, n) for b in (1, 4, 16)
                                                        for n in (256, 512, 1 * KI, 2 * KI, 4 * KI, 8 * KI)}
     assert len(prefill) == 18
-    assert all(w.q_len == w.kv_len and w.causal for w in prefill)
+    unmasked = [w for w in ws if w.mode == "prefill" and not w.causal]  # anchors: 16k tokens per batch
+    assert {(w.batch, w.q_len) for w in unmasked} == {(16, 1 * KI), (4, 4 * KI)} and len(unmasked) == 2
+    assert all(w.q_len == w.kv_len for w in prefill + unmasked)
     decode = [w for w in ws if w.mode == "decode"]
     want = {(b, n, launch) for b in (1, 8, 32, 64) for n in (512, 1 * KI, 2 * KI, 4 * KI, 8 * KI, 16 * KI)
             for launch in ("eager", "graph")}

@@ -198,6 +198,7 @@ def test_sweep_exits_zero_with_one_row_per_attempt(fake_sweep):
     assert run[0] == rows[0]["run_id"] and run[1]
     prov = json.loads(run[2])
     assert prov["device"]["type"] == "cpu" and prov["seed"] == fake_sweep.seed
+    assert len(prov["source_sha256"]) == 64
     assert set(prov["sweep_overhead_s"]) == {"provenance", "worker_start", "worker_stop",
                                                 "release", "store"}
     assert all(v >= 0 for v in prov["sweep_overhead_s"].values()) 

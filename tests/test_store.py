@@ -256,3 +256,79 @@ def test_markdown_lists_every_column():
 def test_json_columns_are_columns():
     assert set(JSON_COLUMNS) <= set(COLUMN_NAMES)
     assert len(COLUMN_NAMES) == len(set(COLUMN_NAMES))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_gzip_export_round_trip(tmp_path, store, fmt):
+    import gzip
+
+    rows = sample_rows()
+    store.insert_many(rows)
+    plain, packed = tmp_path / f"a.{fmt}", tmp_path / f"a.{fmt}.gz"
+    io.export(store, fmt, plain)
+    assert io.export(store, fmt, packed) == len(rows)
+    assert gzip.decompress(packed.read_bytes()).decode() == plain.read_text()  # really gzip, same content
+    other = Store(tmp_path / "other.sqlite")
+    assert io.import_rows(other, io.read_rows(packed)) == len(rows)
+    assert other.attempts() == store.attempts()
+    other.close()
+
+
+def test_parquet_is_not_gzipped_again(tmp_path, store):
+    with pytest.raises(StoreError, match="parquet compresses itself"):
+        io.export(store, "parquet", tmp_path / "a.parquet.gz")
+    assert list(tmp_path.glob("a.parquet*")) == []
+
+
+def test_truncated_gzip_is_a_clean_error(tmp_path, store):
+    store.insert_many(sample_rows())
+    p = tmp_path / "a.jsonl.gz"
+    io.export(store, "jsonl", p)
+    p.write_bytes(p.read_bytes()[:-20])
+    with pytest.raises(StoreError, match="cannot read"):
+        io.read_rows(p)
+
+
+@pytest.mark.parametrize("fmt", io.FORMATS)
+def test_runs_table_round_trip_replaces_placeholders_only(tmp_path, store, fmt):
+    rows = sample_rows()
+    store.insert_many(rows)
+    store.start_run("run-a", "default", "quick", "attnbench run", "NVIDIA H200", {"ceilings": {"copy_gbps": 4000.0}})
+    store.finish_run("run-a")
+    runs_file = tmp_path / f"runs.{fmt}"
+    assert io.export(store, fmt, runs_file, table="runs") == 1
+    other = Store(tmp_path / "other.sqlite")
+    io.import_rows(other, rows)  # attempts first: their runs get placeholders
+    assert all(r["provenance"] == {"imported": True} for r in other.runs())
+    assert io.import_runs(other, io.read_rows(runs_file, table="runs")) == 1
+    back = {r["run_id"]: r for r in other.runs()}
+    assert back["run-a"]["provenance"] == {"ceilings": {"copy_gbps": 4000.0}}
+    assert back["run-a"]["grid"] == "quick" and back["run-a"]["finished_at"]
+    assert back["run-b"]["provenance"] == {"imported": True}  # not in the runs file: placeholder stays
+    # a real run row is never overwritten by a later import
+    changed = [{**io.read_rows(runs_file, table="runs")[0], "grid": "other"}]
+    assert io.import_runs(other, changed) == 0
+    assert {r["run_id"]: r for r in other.runs()}["run-a"]["grid"] == "quick"
+    other.close()
+
+
+def test_unknown_table(tmp_path, store):
+    with pytest.raises(StoreError, match="unknown table"):
+        io.export(store, "jsonl", tmp_path / "a.jsonl", table="nope")
+
+
+def test_source_digest_names_the_code_and_changes_with_it(tmp_path):
+    from attnbench.measure.provenance import source_digest
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "notes.txt").write_text("not code")
+    d1 = source_digest(tmp_path / "pkg")
+    assert len(d1) == 64 and d1 == source_digest(tmp_path / "pkg")
+    (tmp_path / "pkg" / "notes.txt").write_text("changed, still not code")
+    assert source_digest(tmp_path / "pkg") == d1
+    (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
+    assert source_digest(tmp_path / "pkg") != d1
+    (tmp_path / "pkg" / "a.py").rename(tmp_path / "pkg" / "b.py")
+    assert source_digest(tmp_path / "pkg") not in (d1,)
+    assert len(source_digest()) == 64  # the installed package itself

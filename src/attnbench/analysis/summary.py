@@ -131,8 +131,19 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     out["timed_s"] = timed
     out["wall_over_timed"] = wall / timed if timed > 0 else None
     cv = repeat_cv(df) if len(df) else pd.Series(dtype=float)
-    out["cv_pairs"] = int(len(cv))
+    out["cv"] = _cv_stats(cv)
+    # eager samples carry the host's launch cost, graph samples device time only: report them apart
+    out["cv_by_launch"] = {}
     if len(cv):
-        out["cv_median"], out["cv_p90"], out["cv_max"] = (float(cv.median()), float(cv.quantile(0.9)),
-                                                         float(cv.max()))
+        launch = df.groupby(["device_name", "workload_key"])["launch"].first()
+        keys = cv.index.droplevel("backend")
+        for name in sorted(set(launch.loc[keys])):
+            out["cv_by_launch"][name] = _cv_stats(cv[launch.loc[keys].to_numpy() == name])
     return out
+
+
+def _cv_stats(cv: pd.Series) -> dict:
+    if not len(cv):
+        return {"pairs": 0}
+    return {"pairs": int(len(cv)), "median": float(cv.median()), "p90": float(cv.quantile(0.9)),
+            "max": float(cv.max())}

@@ -173,7 +173,7 @@ def cmd_env(args, argv) -> int:
 def cmd_show(args, argv) -> int:
     import pandas as pd
 
-    from ..analysis.summary import best_per_workload, status_counts
+    from ..analysis.summary import best_per_workload, run_overview, status_counts
     from ..store.db import Store
 
     store = Store(args.db, create=False)
@@ -200,6 +200,7 @@ def cmd_show(args, argv) -> int:
         out.print(f"no OK contestant rows in {args.db} ({len(df)} attempts stored)")
     else:
         out.print(t)
+    out.print(overview_line(run_overview(df, runs)))
     if args.status:
         sc = status_counts(df)
         st = Table(title="Attempts per backend and status")
@@ -213,27 +214,46 @@ def cmd_show(args, argv) -> int:
     return 0
 
 
+def overview_line(o: dict) -> str:
+    """attempts per status; sweep wall over timed device time; agreement of repeats per launch mode."""
+    parts = [f"{o['attempts']} attempts (" + ", ".join(f"{k} {v}" for k, v in sorted(o["status"].items())) + ")"]
+    if o.get("wall_over_timed"):
+        parts.append(f"sweep wall {o['sweep_wall_s']:.0f} s for {o['timed_s']:.1f} s of timed samples "
+                     f"(×{o['wall_over_timed']:.1f})")
+    for launch, c in o.get("cv_by_launch", {}).items():
+        parts.append(f"{launch}: CV of per-repeat medians {100 * c['median']:.1f}% median, "
+                     f"{100 * c['p90']:.1f}% p90 over {c['pairs']} backend×workload")
+    return "; ".join(parts)
+
+
 def cmd_export(args, argv) -> int:
     from ..store.db import Store
-    from ..store.io import export
+    from ..store.io import FORMATS, export, split_name
 
     outp = Path(args.out)
     if not outp.parent.exists():
         raise UsageError(f"directory of --out does not exist: {outp.parent}")
+    fmt = args.format or split_name(outp)[0]
+    if fmt not in FORMATS:
+        raise UsageError(f"cannot tell the format of {outp}; pass --format {'|'.join(FORMATS)}")
     store = Store(args.db, create=False)
-    n = export(store, args.format, outp)
+    n = export(store, fmt, outp, table=args.table)
     store.close()
-    err.print(f"wrote {n} attempts to {outp}")
+    err.print(f"wrote {n} {args.table} to {outp}")
     return 0
 
 
 def cmd_import(args, argv) -> int:
     from ..store.db import Store
-    from ..store.io import import_rows, read_rows
+    from ..store.io import import_rows, import_runs, read_rows
 
-    rows = read_rows(args.file, args.format)  # validated before the store is touched
+    rows = read_rows(args.file, args.format, table=args.table)  # validated before the store is touched
     store = Store(args.db)
-    n = import_rows(store, rows)
+    if args.table == "runs":
+        n = import_runs(store, rows)
+        err.print(f"imported {n} runs ({len(rows) - n} already present) into {args.db}")
+    else:
+        n = import_rows(store, rows)
+        err.print(f"imported {n} new attempts ({len(rows) - n} already present) into {args.db}")
     store.close()
-    err.print(f"imported {n} new attempts ({len(rows) - n} already present) into {args.db}")
     return 0

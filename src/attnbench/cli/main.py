@@ -90,15 +90,19 @@ def build_parser() -> Parser:
     s.add_argument("--all", action="store_true", help="include accuracy references in the contest")
     s.add_argument("--status", action="store_true", help="also print attempts per backend and status")
 
-    x = sub.add_parser("export", help="write the attempts table to jsonl, csv or parquet")
+    x = sub.add_parser("export", help="write the attempts (or runs) table to jsonl, csv or parquet; "
+                                      "a name ending in .gz is gzip-compressed (jsonl, csv)")
     x.add_argument("--db", default=DEFAULT_DB)
-    x.add_argument("--format", choices=("jsonl", "csv", "parquet"), required=True)
+    x.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the --out name")
     x.add_argument("--out", required=True)
+    x.add_argument("--table", choices=("attempts", "runs"), default="attempts",
+                   help="runs: one row per invocation with its provenance (device, toolkit, ceilings)")
 
-    i = sub.add_parser("import", help="read an export back into a store (existing attempts are kept)")
+    i = sub.add_parser("import", help="read an export back into a store (existing attempts and runs are kept)")
     i.add_argument("file")
     i.add_argument("--db", default=DEFAULT_DB)
-    i.add_argument("--format", choices=("jsonl", "csv", "parquet"))
+    i.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the file name")
+    i.add_argument("--table", choices=("attempts", "runs"), default="attempts")
     return p
 
 

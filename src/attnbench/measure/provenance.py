@@ -40,6 +40,18 @@ def git_revision() -> dict:
         return {"git_sha": None}
 
 
+def source_digest(root: Path | None = None) -> str:
+    """sha256 over the package's own Python files (relative path and bytes, sorted): names the code
+    that ran even where git metadata is absent or stale (an installed wheel, a copied tree)."""
+    import hashlib
+
+    root = root or Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -143,6 +155,7 @@ def collect(device: str, seed: int, measure_ceilings: bool = True, plugins=()) -
     prov = {
         "attnbench_version": __version__,
         **git_revision(),
+        "source_sha256": source_digest(),
         "seed": seed,
         "plugins": plugin_digests(plugins),
         "host": socket.gethostname(),

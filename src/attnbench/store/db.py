@@ -85,6 +85,18 @@ class Store:
             self.con.execute(f"INSERT OR IGNORE INTO runs ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
                              vals)
 
+    def put_run(self, row: dict) -> bool:
+        """A run row from an export: replaces an import placeholder, never a real run row."""
+        cur = self.con.execute("SELECT provenance FROM runs WHERE run_id=?", (row["run_id"],)).fetchone()
+        if cur is not None:
+            prov = json.loads(cur[0]) if cur[0] else {}
+            if not prov.get("imported"):
+                return False
+            with self.con:
+                self.con.execute("DELETE FROM runs WHERE run_id=?", (row["run_id"],))
+        self.ensure_run(row)
+        return True
+
     # ---- attempts -----------------------------------------------------------------------------
     def done_keys(self) -> set[str]:
         return {r[0] for r in self.con.execute("SELECT attempt_key FROM attempts")}
@@ -114,9 +126,12 @@ class Store:
         return [{c: _decode(c, r[c]) for c in COLUMN_NAMES} for r in self.con.execute(q, params)]
 
     def dataframe(self):
+        return self.table_frame("attempts", COLUMN_NAMES)
+
+    def table_frame(self, table: str, columns):
         import pandas as pd
 
-        return pd.read_sql_query(f"SELECT {','.join(COLUMN_NAMES)} FROM attempts ORDER BY rowid", self.con)
+        return pd.read_sql_query(f"SELECT {','.join(columns)} FROM {table} ORDER BY rowid", self.con)
 
     def count(self) -> int:
         return self.con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]

@@ -1,32 +1,70 @@
-"""Export the attempts table to JSONL, CSV or Parquet, and import it back (round trip)."""
+"""Export the attempts (or runs) table to JSONL, CSV or Parquet, and import it back (round trip).
+A name ending in .gz is written and read gzip-compressed (JSONL and CSV)."""
 from __future__ import annotations
 
+import gzip
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from .db import Store, StoreError
-from .schema import COLUMN_NAMES, JSON_COLUMNS, TYPES_BY_COLUMN
+from .schema import ATTEMPT_COLUMNS, JSON_COLUMNS, RUN_COLUMNS
 
 FORMATS = ("jsonl", "csv", "parquet")
 
 
-def export(store: Store, fmt: str, out: str | Path) -> int:
-    """Write every attempt (JSON columns as JSON text in CSV/Parquet, as values in JSONL)."""
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[str, ...]
+    types: dict
+    json_columns: tuple[str, ...]
+    required: tuple[str, ...]
+
+
+TABLES = {
+    "attempts": Table("attempts", tuple(c for c, _, _ in ATTEMPT_COLUMNS),
+                      {c: t.split()[0] for c, t, _ in ATTEMPT_COLUMNS}, JSON_COLUMNS,
+                      ("attempt_key", "run_id", "backend", "status")),
+    "runs": Table("runs", tuple(c for c, _, _ in RUN_COLUMNS), {c: t.split()[0] for c, t, _ in RUN_COLUMNS},
+                  ("provenance",), ("run_id",)),
+}
+
+
+def _table(name: str) -> Table:
+    if name not in TABLES:
+        raise StoreError(f"unknown table {name!r}; use one of {', '.join(TABLES)}")
+    return TABLES[name]
+
+
+def split_name(path: Path) -> tuple[str, bool]:
+    """(format from the suffix, gzip?) of a file name: x.jsonl.gz -> ('jsonl', True)."""
+    gz = path.suffix == ".gz"
+    stem = Path(path.stem) if gz else path
+    return stem.suffix.lstrip("."), gz
+
+
+def export(store: Store, fmt: str, out: str | Path, table: str = "attempts") -> int:
+    """Write every row of a table (JSON columns as JSON text in CSV/Parquet, as values in JSONL)."""
     if fmt not in FORMATS:
         raise StoreError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    df = store.dataframe()
+    t = _table(table)
     out = Path(out)
+    gz = split_name(out)[1]
+    if gz and fmt == "parquet":
+        raise StoreError("parquet compresses itself: write it without .gz")
+    df = store.table_frame(t.name, t.columns)
     tmp = out.with_name(out.name + ".partial")
     if fmt == "jsonl":
-        with tmp.open("w") as f:
+        with (gzip.open(tmp, "wt") if gz else tmp.open("w")) as f:
             for rec in df.to_dict(orient="records"):
                 rec = {k: _clean(v) for k, v in rec.items()}
-                for c in JSON_COLUMNS:
+                for c in t.json_columns:
                     if isinstance(rec.get(c), str):
                         rec[c] = json.loads(rec[c])
                 f.write(json.dumps(rec) + "\n")
     elif fmt == "csv":
-        df.to_csv(tmp, index=False)
+        df.to_csv(tmp, index=False, compression="gzip" if gz else None)
     else:
         df.to_parquet(tmp, index=False)
     tmp.replace(out)  # nothing half-written under the final name
@@ -46,53 +84,56 @@ def _clean(v):
     return v
 
 
-def read_rows(path: str | Path, fmt: str | None = None) -> list[dict]:
+def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts") -> list[dict]:
     import pandas as pd
 
+    t = _table(table)
     p = Path(path)
     if not p.is_file():
         raise StoreError(f"file not found: {p}")
-    fmt = fmt or p.suffix.lstrip(".")
+    suffix, gz = split_name(p)
+    fmt = fmt or suffix
     if fmt not in FORMATS:
         raise StoreError(f"cannot tell the format of {p}; pass --format {'|'.join(FORMATS)}")
-    required = ("attempt_key", "run_id", "backend", "status")
     try:
         if fmt == "jsonl":
-            rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+            with (gzip.open(p, "rt") if gz else p.open()) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
         else:
             if fmt == "csv":  # text columns stay text: '0123' keys and an 'NA' reason survive
-                text = {c: str for c in COLUMN_NAMES if TYPES_BY_COLUMN[c] == "TEXT"}
-                df = pd.read_csv(p, dtype=text, keep_default_na=False, na_values=[""])
+                text = {c: str for c in t.columns if t.types[c] == "TEXT"}
+                df = pd.read_csv(p, dtype=text, keep_default_na=False, na_values=[""],
+                                 compression="gzip" if gz else None)
             else:
                 df = pd.read_parquet(p)
-            absent = [c for c in required if c not in df.columns]
+            absent = [c for c in t.required if c not in df.columns]
             if absent:
                 raise StoreError(f"{p}: no column {', '.join(absent)}")
             rows = [{k: _clean(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, EOFError) as e:
         raise StoreError(f"cannot read {p} as {fmt}: {str(e).splitlines()[0]}") from None
     out = []
     for i, r in enumerate(rows):
         if not isinstance(r, dict):
             raise StoreError(f"{p}: row {i + 1} is not an object")
-        missing = [c for c in required if r.get(c) is None]
+        missing = [c for c in t.required if r.get(c) is None]
         if missing:
             raise StoreError(f"{p}: row {i + 1} lacks {', '.join(missing)}")
         typed = {}
-        for c in COLUMN_NAMES:
+        for c in t.columns:
             try:
-                typed[c] = _typed(c, r.get(c))
+                typed[c] = _typed(t, c, r.get(c))
             except (TypeError, ValueError) as e:
                 raise StoreError(f"{p}: row {i + 1}, column {c}: {e}") from None
         out.append(typed)
     return out
 
 
-def _typed(col: str, v):
+def _typed(table: Table, col: str, v):
     if v is None:
         return None
-    t = TYPES_BY_COLUMN[col]
-    if col in JSON_COLUMNS:
+    t = table.types[col]
+    if col in table.json_columns:
         return v if isinstance(v, str) else json.dumps(v)
     if t == "INTEGER":
         return int(v)
@@ -107,3 +148,9 @@ def import_rows(store: Store, rows: list[dict]) -> int:
         store.ensure_run({"run_id": run_id, "tag": next(r["tag"] for r in rows if r["run_id"] == run_id),
                           "grid": "imported", "provenance": {"imported": True}})
     return store.insert_many(rows)
+
+
+def import_runs(store: Store, rows: list[dict]) -> int:
+    """Insert run rows; a placeholder left by an earlier import of attempts is replaced, a real run
+    row already present is kept. Returns how many were written."""
+    return sum(store.put_run(r) for r in rows)

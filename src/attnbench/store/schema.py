@@ -105,4 +105,3 @@ def markdown() -> str:
     lines += ["", "## runs", "", "| column | type | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{c}` | {t.split()[0]} | {d} |" for c, t, d in RUN_COLUMNS]
     return "\n".join(lines) + "\n"
-TYPES_BY_COLUMN = {c: t.split()[0] for c, t, _ in ATTEMPT_COLUMNS}

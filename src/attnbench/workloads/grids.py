@@ -26,12 +26,17 @@ def smoke() -> list[Workload]:
 
 
 def quick() -> list[Workload]:
-    """One GPU in minutes: bf16 D=128 prefill, a few fwd+bwd, decode eager and CUDA graph."""
+    """One GPU in minutes: bf16 D=128 causal prefill, non-causal prefill at 16k tokens per batch
+    (the shapes of published throughput anchors), a few fwd+bwd, decode eager and CUDA graph."""
     d = dict(head_dim=128, head_dim_v=128, dtype="bf16")
     out = [
         Workload(mode="prefill", batch=b, q_len=n, kv_len=n, q_heads=32, kv_heads=32, causal=True, **d)
         for b in (1, 4, 16)
         for n in PREFILL_N
+    ]
+    out += [
+        Workload(mode="prefill", batch=b, q_len=n, kv_len=n, q_heads=32, kv_heads=32, causal=False, **d)
+        for b, n in ((16, 1 * KI), (4, 4 * KI))
     ]
     out += [
         Workload(mode="train_fwd_bwd", batch=4, q_len=n, kv_len=n, q_heads=32, kv_heads=32, causal=True, **d)
