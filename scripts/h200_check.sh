@@ -25,6 +25,10 @@ for b in sorted(w):
     print(f"{b:15s} wall {w[b]:7.1f}s  " + " ".join(f"{k}={v:.1f}" for k, v in ph[b].items()))
 for r in c.execute("select status, backend, count(*), min(substr(reason,1,90)) from attempts where status != 'OK' group by 1,2"):
     print(r)
+print("non-causal prefill anchors (bf16 D=128), TFLOP/s per repeat:")
+for r in c.execute("select batch, kv_len, backend, group_concat(round(flops / median_us / 1e6, 1), ' / ') from attempts "
+                   "where mode='prefill' and causal=0 and status='OK' group by 1, 2, 3 order by 1, 2, 3"):
+    print(r)
 PY
 python3 -m attnbench export --db $DB --out $OUT/quick.jsonl.gz
 python3 -m attnbench export --db $DB --out $OUT/quick.runs.jsonl --table runs
