@@ -36,7 +36,8 @@ ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [
     ("p95_us", "REAL", "95th percentile of samples_us"),
     ("samples_us", "TEXT", "JSON list of raw per-call times in microseconds"),
     ("calls_per_sample", "INTEGER", "k calls between one pair of events (block timing)"),
-    ("timer", "TEXT", "cuda_event, cuda_graph or host_clock"),
+    ("timer", "TEXT", "cuda_event (eager: k calls from the host, host cost included when it is the slower), "
+                      "cuda_graph (replays behind a device-side delay: device time only) or host_clock (CPU)"),
     ("converged", "INTEGER", "1 when the median's 95% half-width reached the target"),
     ("rel_err", "REAL", "95% half-width of the median over the median at stop"),
     ("warmup_calls", "INTEGER", "calls in the timed warm-up"),
