@@ -1,0 +1,144 @@
+"""The CUDA timing logic (measure/timing.py: time_cuda, prefill, capture_graph) against a simulated
+device: a host clock and a device queue. Each host call costs host time; a kernel starts when the
+device is free and the host has launched it; an event is reached when the device has done what
+was queued before it and the host has recorded it. What the real H200 showed (tests/test_gpu.py)
+is checked here on CPU: graph samples are device time, eager samples carry the host's cost."""
+from __future__ import annotations
+
+import contextlib
+import statistics
+
+import pytest
+import torch
+
+from attnbench.measure import timing
+from attnbench.measure.timing import TimingConfig
+
+CYCLES_PER_US = 1980.0  # the simulated spin kernel's clock
+
+
+class Device:
+    def __init__(self, record_us=2.0, replay_us=40.0):
+        self.host = self.dev = 0.0  # µs
+        self.record_us, self.replay_us = record_us, replay_us
+        self.capture: list[float] | None = None
+        self.sleeps: list[float] = []
+
+    def kernel(self, us: float) -> None:
+        if self.capture is not None:
+            self.capture.append(us)
+            return
+        self.dev = max(self.dev, self.host) + us
+
+    def mark(self) -> float:
+        self.host += self.record_us
+        self.dev = max(self.dev, self.host)
+        return self.dev
+
+    def sync(self) -> None:
+        self.host = max(self.host, self.dev)
+
+
+@pytest.fixture
+def sim(monkeypatch):
+    d = Device()
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.t = None
+
+        def record(self, stream=None):
+            self.t = d.mark()
+
+        def synchronize(self):
+            d.host = max(d.host, self.t)
+
+        def elapsed_time(self, end):
+            return (end.t - self.t) / 1e3  # ms, like CUDA
+
+    class Graph:
+        def __init__(self):
+            self.ops: list[float] = []
+
+        def replay(self):
+            d.host += d.replay_us
+            d.dev = max(d.dev, d.host) + sum(self.ops)
+
+    @contextlib.contextmanager
+    def capture(g):
+        d.capture = g.ops
+        try:
+            yield
+        finally:
+            d.capture = None
+
+    def sleep(cycles):
+        d.host += 1.0
+        d.sleeps.append(cycles / CYCLES_PER_US)
+        d.kernel(cycles / CYCLES_PER_US)
+
+    class Stream:
+        def __init__(self, device=None):
+            pass
+
+        def wait_stream(self, other):
+            pass
+
+    for name, value in {"Event": Event, "CUDAGraph": Graph, "graph": capture, "_sleep": sleep, "Stream": Stream,
+                        "synchronize": lambda device=None: d.sync(), "stream": lambda s: contextlib.nullcontext(),
+                        "current_stream": lambda device=None: Stream()}.items():
+        monkeypatch.setattr(torch.cuda, name, value, raising=False)
+    monkeypatch.setattr(timing, "_cycles_per_us", {})
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: d.host / 1e6)  # warm-up budgets in simulated time
+    return d
+
+
+def step_of(d: Device, host_us: float, device_us: float):
+    def step():
+        d.host += host_us
+        d.kernel(device_us)
+
+    return step
+
+
+CFG = TimingConfig(warmup_s=0.001, min_samples=10, max_samples=50, max_time_s=0.05, target_rel_err=0.0)
+
+
+def test_prefill_calibrates_the_spin_and_queues_the_asked_delay(sim):
+    timing.prefill("cuda", 200.0)
+    assert timing._cycles_per_us["cuda"] == pytest.approx(CYCLES_PER_US, rel=0.01)
+    assert sim.sleeps[-1] == pytest.approx(200.0, rel=0.01)
+
+
+def test_graph_samples_are_device_time_although_the_replay_launch_is_slow(sim):
+    # a 5 µs kernel whose replay costs the host 40 µs: without the prefill a 20-call block would read
+    # (40 + 100) / 20 = 7 µs a call
+    t = timing.time_cuda(step_of(sim, host_us=300.0, device_us=5.0), "cuda", CFG, launch="graph")
+    assert t.timer == "cuda_graph" and t.calls_per_sample == 20  # blocks of >= 100 µs of device time
+    assert statistics.median(t.samples_us) == pytest.approx(5.0, abs=0.01)
+    assert len(sim.sleeps) >= len(t.samples_us)  # one prefill per sample (and per estimate)
+
+
+def test_graph_block_for_a_long_kernel_is_one_call(sim):
+    t = timing.time_cuda(step_of(sim, host_us=10.0, device_us=250.0), "cuda", CFG, launch="graph")
+    assert t.calls_per_sample == 1 and statistics.median(t.samples_us) == pytest.approx(250.0, abs=0.01)
+
+
+def test_eager_host_bound_samples_are_the_hosts_rate(sim):
+    t = timing.time_cuda(step_of(sim, host_us=50.0, device_us=5.0), "cuda", CFG, launch="eager")
+    assert t.timer == "cuda_event" and t.calls_per_sample * 50 >= 900  # a block of about 1 ms
+    assert statistics.median(t.samples_us) == pytest.approx(50.0, rel=0.02)
+    assert sim.sleeps == []  # eager samples are never prefilled
+
+
+def test_eager_device_bound_samples_amortise_the_first_launch(sim):
+    # one call: 5 µs of launch + 50 µs of kernel = 55 µs; a 1 ms block brings that within 1%
+    t = timing.time_cuda(step_of(sim, host_us=5.0, device_us=50.0), "cuda", CFG, launch="eager")
+    assert t.calls_per_sample == 19
+    assert statistics.median(t.samples_us) == pytest.approx(50.0, rel=0.01)
+
+
+def test_event_overhead_plain_and_prefilled(sim):
+    plain = timing.event_overhead_us("cuda", n=10)
+    ahead = timing.event_overhead_us("cuda", n=10, ahead=True)
+    assert plain == pytest.approx(sim.record_us) and ahead == pytest.approx(0.0)
