@@ -88,7 +88,7 @@ class Sweep:
                  on_row: Callable[[dict], None] = lambda row: None):
         self.store, self.cfg, self.dev, self.run_id, self.on_row = store, cfg, dev, run_id, on_row
         self.workers: dict[str, Worker] = {}
-        self._starting: dict[str, Worker] = {}  # started, not yet ready
+        self._starting: dict[str, Worker] = {}  # started, handshake not yet received (close() stops them too)
         self.toolkit: dict = {}
         self.repeat = 0
         self.used: set[str] = set()  # worker slots that served the current workload
@@ -114,21 +114,13 @@ class Sweep:
         return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm,
                       wait=wait)
 
-    def _prestart(self, slots: set[str | None], wait: bool = True) -> None:
-        """Start every worker this repeat needs at once, before anything is timed: their start-up
-        (seconds each on a GPU host) overlaps instead of adding up. With wait=False the caller
-        goes on (the provenance measurement) and _await_started() collects them."""
+    def _prestart(self, slots: set[str | None]) -> None:
+        """Start every worker this repeat needs at once, then wait for their handshakes, before
+        anything is timed: their start-up (seconds each on a GPU host) overlaps instead of adding up."""
         t0 = time.perf_counter()
-        slots = set(slots) - {None} - set(self.workers) - set(self._starting)
-        self._starting.update({slot: self._new_worker(slot, wait=False) for slot in sorted(slots)})
-        self.overhead_s["worker_start"] += time.perf_counter() - t0
-        if wait:
-            self._await_started()
-
-    def _await_started(self, only: str | None = None) -> None:
-        """Wait for the handshake of the started workers (or of one of them)."""
-        t0 = time.perf_counter()
-        for slot in sorted(self._starting) if only is None else [only]:
+        slots = set(slots) - {None} - set(self.workers)
+        self._starting = {slot: self._new_worker(slot, wait=False) for slot in sorted(slots)}
+        for slot in sorted(self._starting):
             w = self._starting.pop(slot)
             try:
                 self.workers[slot] = w.ready()
@@ -137,8 +129,6 @@ class Sweep:
         self.overhead_s["worker_start"] += time.perf_counter() - t0
 
     def _get(self, slot: str | None) -> Worker:
-        if slot in self._starting:
-            self._await_started(slot)
         if slot is None:
             return self._new_worker(slot)
         w = self.workers.get(slot)
@@ -235,10 +225,10 @@ class Sweep:
 
     def provenance(self, backends: list | None = None) -> dict:
         """Collected by the shared worker, which then serves the first repeat. The workers of the
-        other given backends start with it and go on starting meanwhile: their start-up is CPU
-        work and a CUDA context, and the ceilings are medians of several trials. (One may idle if
-        the planner finds nothing for its backend to run.)"""
-        self._prestart({"shared"} | {self._slot_of(b) for b in backends or ()}, wait=False)
+        other given backends start together with it (their start-ups overlap), and all of them
+        are ready before the ceilings are measured, so nothing else uses the device meanwhile.
+        (One may idle if the planner then finds nothing for its backend to run.)"""
+        self._prestart({"shared"} | {self._slot_of(b) for b in backends or ()})
         w = self._get("shared")
         t0 = time.perf_counter()
         res = w.call({"op": "provenance", "device": self.cfg.device, "seed": self.cfg.seed}, 600)
