@@ -235,6 +235,7 @@ def test_env_without_ceilings(cli):
     assert prov["timer"] == "host_clock" and "ceilings" not in prov
     assert prov["libraries"]["torch"] and prov["attnbench_version"] == "0.1.0"
     assert prov["device_arg"] == "cpu" and prov["seed"] == 0
+    assert len(prov["source_sha256"]) == 64 and "TORCHINDUCTOR_COMPILE_THREADS" in prov["compile_workers_env"]
 
 
 @pytest.fixture
