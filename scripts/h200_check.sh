@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # GPU tests, then the quick grid with 3 repeats (resumable: pass an existing store in $QUICK_DB).
+# The store is written to $OUT as it goes; export it and `attnbench show` it after fetching.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=160
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -30,6 +31,4 @@ for r in c.execute("select batch, kv_len, backend, group_concat(round(flops / me
                    "where mode='prefill' and causal=0 and status='OK' group by 1, 2, 3 order by 1, 2, 3"):
     print(r)
 PY
-python3 -m attnbench export --db $DB --out $OUT/quick.jsonl.gz
-python3 -m attnbench export --db $DB --out $OUT/quick.runs.jsonl --table runs
-python3 -m attnbench show --db $DB 2>&1 | tail -75
+# exports and `attnbench show` run where the store is fetched to: device time is the scarce part
