@@ -310,7 +310,7 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
     backends = select(["sdpa-math", "flex", "compile"])
     attempts = plan(get_grid("smoke")[2:3], backends, DeviceInfo("cpu"), 1, "t", 0)
     sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
-    sw._prestart({sw._slot(a) for a in attempts})
+    sw._prestart({sw._slot(a.backend) for a in attempts})
     assert [e[0] for e in events] == ["start"] * 3 + ["ready"] * 3
     assert sorted(e[1] for e in events if e[0] == "start") == [False, True, True]  # compilers warmed for flex/compile
     assert set(sw.workers) == {"shared", "backend:flex", "backend:compile"}
@@ -323,7 +323,7 @@ def test_isolation_slots():
 
     w = get_grid("smoke")[2]
     by_name = {b.name: b for b in select(["sdpa-math", "flex"])}
-    attempts = {a.backend.name: a for a in plan([w], list(by_name.values()), DeviceInfo("cpu"), 1, "t", 0)}
+    attempts = {a.backend.name: a.backend for a in plan([w], list(by_name.values()), DeviceInfo("cpu"), 1, "t", 0)}
     relaxed = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "r")
     strict = Sweep(None, SweepConfig(strict_isolation=True), DeviceInfo("cpu"), "r")
     assert relaxed._slot(attempts["sdpa-math"]) == strict._slot(attempts["sdpa-math"]) == "shared"
@@ -376,12 +376,40 @@ def test_close_stops_every_worker_before_waiting_for_any():
 
     events = []
     sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
-    sw.workers = {s: _RecordingWorker(s, events) for s in ("shared", "backend:flex")}
-    sw._starting = {"backend:compile": _RecordingWorker("backend:compile", events)}
+    sw.workers = {s: _RecordingWorker(s, events) for s in ("shared", "backend:flex", "backend:compile")}
     sw.close()
     kinds = [e[0] for e in events]
     assert kinds == ["stop"] * 3 + ["join"] * 3
-    assert sw.workers == {} and sw._starting == {}
+    assert sw.workers == {}
+
+
+def test_an_interrupted_prestart_leaves_no_started_worker(monkeypatch):
+    from attnbench.runner import sweep as sweep_mod
+    from attnbench.runner.sweep import Sweep, SweepConfig
+
+    events = []
+
+    class FakeWorker:
+        def __init__(self, plugins, wait=True, **kw):
+            self.n = len([e for e in events if e[0] == "start"])
+            events.append(("start", self.n))
+
+        def ready(self):
+            if self.n == 1:
+                raise KeyboardInterrupt
+            events.append(("ready", self.n))
+            return self
+
+        def kill(self):
+            events.append(("kill", self.n))
+
+    monkeypatch.setattr(sweep_mod, "Worker", FakeWorker)
+    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    with pytest.raises(KeyboardInterrupt):
+        sw._prestart({"shared", "backend:flex", "backend:compile"})
+    # worker 0 was ready and stays with the sweep (close() stops it); 1 and 2 are killed
+    assert events == [("start", 0), ("start", 1), ("start", 2), ("ready", 0), ("kill", 1), ("kill", 2)]
+    assert list(sw.workers) == ["backend:compile"]
 
 
 def test_first_repeat_workers_start_together_and_are_ready_before_the_provenance(monkeypatch):
@@ -411,7 +439,7 @@ def test_first_repeat_workers_start_together_and_are_ready_before_the_provenance
     # both start without waiting; both handshakes come before the ceilings are measured
     assert events == [("start", True, False), ("start", False, False), ("ready", True), ("ready", False),
                       ("call", "provenance")]
-    assert set(sw.workers) == {"shared", "backend:flex"} and not sw._starting
+    assert set(sw.workers) == {"shared", "backend:flex"}
     assert "TORCHINDUCTOR_COMPILE_THREADS" in prov["compile_workers_env"]
 
 

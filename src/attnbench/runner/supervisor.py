@@ -42,8 +42,6 @@ class Worker:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.ready_timeout = ready_timeout
-        self._ready = False
-        self._stop_sent = False
         self.proc = ctx.Process(target=worker_main, name="attnbench-worker",
                                 args=(child, list(plugins), os.getpid(), log_level, log_path, warm))
         self.proc.start()
@@ -52,8 +50,7 @@ class Worker:
             self.ready()
 
     def ready(self) -> "Worker":
-        if self._ready:
-            return self
+        """Wait for the worker's handshake (once, after a start with wait=False)."""
         if not self.conn.poll(self.ready_timeout):
             self.kill()
             raise WorkerTimeout(f"worker not ready after {self.ready_timeout:.0f}s")
@@ -64,7 +61,6 @@ class Worker:
         if not hello.get("ready"):
             self.close()
             raise WorkerGone(f"worker failed to start: {hello.get('error')}")
-        self._ready = True
         return self
 
     def call(self, msg: dict, timeout: float) -> dict:
@@ -99,9 +95,8 @@ class Worker:
     def request_stop(self) -> None:
         """Ask the worker to exit without waiting (close() then waits): several stop at once."""
         try:
-            if self.proc.is_alive() and not self._stop_sent:
+            if self.proc.is_alive():
                 self.conn.send({"op": "stop"})
-                self._stop_sent = True
         except (OSError, BrokenPipeError):
             pass
 

@@ -88,7 +88,6 @@ class Sweep:
                  on_row: Callable[[dict], None] = lambda row: None):
         self.store, self.cfg, self.dev, self.run_id, self.on_row = store, cfg, dev, run_id, on_row
         self.workers: dict[str, Worker] = {}
-        self._starting: dict[str, Worker] = {}  # started, handshake not yet received (close() stops them too)
         self.toolkit: dict = {}
         self.repeat = 0
         self.used: set[str] = set()  # worker slots that served the current workload
@@ -100,10 +99,7 @@ class Sweep:
         return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.cfg.device,
                 "seed": self.cfg.seed, "tol": self.cfg.tol, "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
 
-    def _slot(self, a: Attempt) -> str | None:
-        return self._slot_of(a.backend)
-
-    def _slot_of(self, backend) -> str | None:
+    def _slot(self, backend) -> str | None:
         iso = backend.isolation
         if iso == "attempt" or (iso == "backend" and self.cfg.strict_isolation):
             return None
@@ -118,15 +114,20 @@ class Sweep:
         """Start every worker this repeat needs at once, then wait for their handshakes, before
         anything is timed: their start-up (seconds each on a GPU host) overlaps instead of adding up."""
         t0 = time.perf_counter()
-        slots = set(slots) - {None} - set(self.workers)
-        self._starting = {slot: self._new_worker(slot, wait=False) for slot in sorted(slots)}
-        for slot in sorted(self._starting):
-            w = self._starting.pop(slot)
-            try:
-                self.workers[slot] = w.ready()
-            except (WorkerTimeout, WorkerGone):
-                pass  # _get() starts another and reports the failure on the attempt
-        self.overhead_s["worker_start"] += time.perf_counter() - t0
+        started = {slot: self._new_worker(slot, wait=False) for slot in sorted(set(slots) - {None} - set(self.workers))}
+        try:
+            for slot, w in started.items():
+                try:
+                    self.workers[slot] = w.ready()
+                except (WorkerTimeout, WorkerGone):
+                    pass  # _get() starts another and reports the failure on the attempt
+        except BaseException:  # interrupted while waiting: no started worker is left behind
+            for slot, w in started.items():
+                if self.workers.get(slot) is not w:
+                    w.kill()
+            raise
+        finally:
+            self.overhead_s["worker_start"] += time.perf_counter() - t0
 
     def _get(self, slot: str | None) -> Worker:
         if slot is None:
@@ -137,7 +138,7 @@ class Sweep:
         return w
 
     def _execute(self, a: Attempt) -> dict:
-        slot = self._slot(a)
+        slot = self._slot(a.backend)
         if slot is not None:
             self.used.add(slot)
         try:
@@ -202,7 +203,7 @@ class Sweep:
                     self.close()
                     self.repeat = a.repeat
                 if prestarted != a.repeat:
-                    self._prestart({self._slot(b) for b in attempts
+                    self._prestart({self._slot(b.backend) for b in attempts
                                     if b.repeat == a.repeat and b.key not in done and not b.planned})
                     prestarted = a.repeat
                 if not a.planned and current not in (None, a.workload):
@@ -228,7 +229,7 @@ class Sweep:
         other given backends start together with it (their start-ups overlap), and all of them
         are ready before the ceilings are measured, so nothing else uses the device meanwhile.
         (One may idle if the planner then finds nothing for its backend to run.)"""
-        self._prestart({"shared"} | {self._slot_of(b) for b in backends or ()})
+        self._prestart({"shared"} | {self._slot(b) for b in backends or ()})
         w = self._get("shared")
         t0 = time.perf_counter()
         res = w.call({"op": "provenance", "device": self.cfg.device, "seed": self.cfg.seed}, 600)
@@ -243,12 +244,11 @@ class Sweep:
     def close(self) -> None:
         """Stop every worker at once, then wait (a compiler process takes seconds to exit)."""
         t0 = time.perf_counter()
-        ws = list(self.workers.values()) + list(self._starting.values())
+        ws = list(self.workers.values())
         for w in ws:
             w.request_stop()
         deadline = time.monotonic() + 10
         for w in ws:
             w.close(max(0.0, deadline - time.monotonic()))
         self.workers.clear()
-        self._starting.clear()
         self.overhead_s["worker_stop"] += time.perf_counter() - t0
