@@ -232,14 +232,12 @@ def overview_line(o: dict) -> str:
 
 def cmd_export(args, argv) -> int:
     from ..store.db import Store
-    from ..store.io import FORMATS, export, split_name
+    from ..store.io import export, format_of
 
     outp = Path(args.out)
     if not outp.parent.exists():
         raise UsageError(f"directory of --out does not exist: {outp.parent}")
-    fmt = args.format or split_name(outp)[0]
-    if fmt not in FORMATS:
-        raise UsageError(f"cannot tell the format of {outp}; pass --format {'|'.join(FORMATS)}")
+    fmt, _ = format_of(outp, args.format)  # a bad name is reported before the store is opened
     store = Store(args.db, create=False)
     n = export(store, fmt, outp, table=args.table)
     store.close()

@@ -63,9 +63,7 @@ class Store:
         """Mark the run finished; extra (the sweep's own overheads) is merged into its provenance."""
         with self.con:
             if extra:
-                row = self.con.execute("SELECT provenance FROM runs WHERE run_id=?", (run_id,)).fetchone()
-                prov = json.loads(row[0]) if row and row[0] else {}
-                prov.update(extra)
+                prov = {**(self._provenance(run_id) or {}), **extra}
                 self.con.execute("UPDATE runs SET provenance=? WHERE run_id=?", (json.dumps(prov), run_id))
             self.con.execute("UPDATE runs SET finished_at=? WHERE run_id=?", (utcnow(), run_id))
 
@@ -85,11 +83,15 @@ class Store:
             self.con.execute(f"INSERT OR IGNORE INTO runs ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
                              vals)
 
+    def _provenance(self, run_id: str) -> dict | None:
+        """The stored provenance of a run; None when there is no such run."""
+        row = self.con.execute("SELECT provenance FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return None if row is None else (json.loads(row[0]) if row[0] else {})
+
     def put_run(self, row: dict) -> bool:
         """A run row from an export: replaces an import placeholder, never a real run row."""
-        cur = self.con.execute("SELECT provenance FROM runs WHERE run_id=?", (row["run_id"],)).fetchone()
-        if cur is not None:
-            prov = json.loads(cur[0]) if cur[0] else {}
+        prov = self._provenance(row["run_id"])
+        if prov is not None:
             if not prov.get("imported"):
                 return False
             with self.con:

@@ -16,18 +16,24 @@ FORMATS = ("jsonl", "csv", "parquet")
 @dataclass(frozen=True)
 class Table:
     name: str
-    columns: tuple[str, ...]
-    types: dict
+    types: dict  # column -> SQL type, in schema order
     json_columns: tuple[str, ...]
     required: tuple[str, ...]
 
+    @classmethod
+    def from_spec(cls, name: str, spec, json_columns, required) -> "Table":
+        """From a schema.py column list of (column, SQL type, meaning)."""
+        return cls(name, {c: t.split()[0] for c, t, _ in spec}, tuple(json_columns), tuple(required))
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.types)
+
 
 TABLES = {
-    "attempts": Table("attempts", tuple(c for c, _, _ in ATTEMPT_COLUMNS),
-                      {c: t.split()[0] for c, t, _ in ATTEMPT_COLUMNS}, JSON_COLUMNS,
-                      ("attempt_key", "run_id", "backend", "status")),
-    "runs": Table("runs", tuple(c for c, _, _ in RUN_COLUMNS), {c: t.split()[0] for c, t, _ in RUN_COLUMNS},
-                  ("provenance",), ("run_id",)),
+    "attempts": Table.from_spec("attempts", ATTEMPT_COLUMNS, JSON_COLUMNS,
+                                ("attempt_key", "run_id", "backend", "status")),
+    "runs": Table.from_spec("runs", RUN_COLUMNS, ("provenance",), ("run_id",)),
 }
 
 
@@ -37,20 +43,26 @@ def _table(name: str) -> Table:
     return TABLES[name]
 
 
-def split_name(path: Path) -> tuple[str, bool]:
-    """(format from the suffix, gzip?) of a file name: x.jsonl.gz -> ('jsonl', True)."""
+def format_of(path: str | Path, fmt: str | None = None) -> tuple[str, bool]:
+    """(format, gzip?) of a file: the given format, else the name's suffix (x.jsonl.gz -> jsonl,
+    gzip); a format that is not one of FORMATS is an error."""
+    path = Path(path)
     gz = path.suffix == ".gz"
-    stem = Path(path.stem) if gz else path
-    return stem.suffix.lstrip("."), gz
-
-
-def export(store: Store, fmt: str, out: str | Path, table: str = "attempts") -> int:
-    """Write every row of a table (JSON columns as JSON text in CSV/Parquet, as values in JSONL)."""
-    if fmt not in FORMATS:
+    if fmt is None:
+        fmt = (Path(path.stem) if gz else path).suffix.lstrip(".")
+        if fmt not in FORMATS:
+            raise StoreError(f"cannot tell the format of {path}; pass --format {'|'.join(FORMATS)}")
+    elif fmt not in FORMATS:
         raise StoreError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    return fmt, gz
+
+
+def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempts") -> int:
+    """Write every row of a table (JSON columns as JSON text in CSV/Parquet, as values in JSONL);
+    the format is fmt, or else from the name of out."""
+    fmt, gz = format_of(out, fmt)
     t = _table(table)
     out = Path(out)
-    gz = split_name(out)[1]
     if gz and fmt == "parquet":
         raise StoreError("parquet compresses itself: write it without .gz")
     df = store.table_frame(t.name, t.columns)
@@ -91,17 +103,14 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
     p = Path(path)
     if not p.is_file():
         raise StoreError(f"file not found: {p}")
-    suffix, gz = split_name(p)
-    fmt = fmt or suffix
-    if fmt not in FORMATS:
-        raise StoreError(f"cannot tell the format of {p}; pass --format {'|'.join(FORMATS)}")
+    fmt, gz = format_of(p, fmt)
     try:
         if fmt == "jsonl":
             with (gzip.open(p, "rt") if gz else p.open()) as f:
                 rows = [json.loads(line) for line in f if line.strip()]
         else:
             if fmt == "csv":  # text columns stay text: '0123' keys and an 'NA' reason survive
-                text = {c: str for c in t.columns if t.types[c] == "TEXT"}
+                text = {c: str for c, typ in t.types.items() if typ == "TEXT"}
                 df = pd.read_csv(p, dtype=text, keep_default_na=False, na_values=[""],
                                  compression="gzip" if gz else None)
             else:
@@ -120,7 +129,7 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
         if missing:
             raise StoreError(f"{p}: row {i + 1} lacks {', '.join(missing)}")
         typed = {}
-        for c in t.columns:
+        for c in t.types:
             try:
                 typed[c] = _typed(t, c, r.get(c))
             except (TypeError, ValueError) as e:
