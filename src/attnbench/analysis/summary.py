@@ -23,13 +23,18 @@ def ceilings_by_device(runs: list[dict]) -> dict[str, dict]:
     return out
 
 
+def samples(v) -> list[float]:
+    """The raw samples of a row: stored as JSON text, already a list after an import, or empty."""
+    return json.loads(v) if isinstance(v, str) else (v or [])
+
+
 def per_backend(df: pd.DataFrame) -> pd.DataFrame:
     """One line per (workload, backend) over OK rows: median of per-repeat medians, worst p95, repeats."""
     ok = df[df["status"] == "OK"]
     if ok.empty:
         return pd.DataFrame(columns=WORKLOAD_COLS + ["workload_key", "backend", "role", "median_us", "p95_us",
                                                      "repeats", "flops", "bytes"])
-    ok = ok.assign(samples=ok["samples_us"].map(lambda s: json.loads(s) if isinstance(s, str) else (s or [])))
+    ok = ok.assign(samples=ok["samples_us"].map(samples))
     g = ok.groupby(["device_name", "workload_key", "backend"], sort=False)
     pooled = g["samples"].agg(lambda col: [x for s in col for x in s])
     agg = g.agg(median_us=("median_us", "median"), p95_us=("p95_us", "max"), repeats=("repeat", "nunique"),
@@ -126,8 +131,7 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     ok = df[df["status"] == "OK"] if len(df) else df
     timed = 0.0
     for s, k in zip(ok.get("samples_us", []), ok.get("calls_per_sample", [])):
-        xs = json.loads(s) if isinstance(s, str) else (s or [])
-        timed += sum(xs) * (int(k) if pd.notna(k) else 1) / 1e6
+        timed += sum(samples(s)) * (int(k) if pd.notna(k) else 1) / 1e6
     out["timed_s"] = timed
     out["wall_over_timed"] = wall / timed if timed > 0 else None
     cv = repeat_cv(df) if len(df) else pd.Series(dtype=float)
@@ -135,10 +139,10 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     # eager samples carry the host's launch cost, graph samples device time only: report them apart
     out["cv_by_launch"] = {}
     if len(cv):
-        launch = df.groupby(["device_name", "workload_key"])["launch"].first()
-        keys = cv.index.droplevel("backend")
-        for name in sorted(set(launch.loc[keys])):
-            out["cv_by_launch"][name] = _cv_stats(cv[launch.loc[keys].to_numpy() == name])
+        launch_of = df.groupby(["device_name", "workload_key"])["launch"].first()
+        launch = launch_of.loc[cv.index.droplevel("backend")].to_numpy()  # aligned with cv
+        for name in sorted(set(launch)):
+            out["cv_by_launch"][name] = _cv_stats(cv[launch == name])
     return out
 
 
