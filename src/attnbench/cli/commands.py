@@ -163,13 +163,10 @@ def cmd_backends(args, argv) -> int:
 
 
 def cmd_env(args, argv) -> int:
-    from ..measure.provenance import collect
-
-    from ..runner.worker import compiler_env
+    from ..runner.worker import run_provenance
 
     device = _check_device(args.device or _default_device())
-    prov = collect(device, 0, measure_ceilings=not args.no_ceilings)
-    prov["compile_workers_env"] = compiler_env()  # what a run adds for its compile-based workers
+    prov = run_provenance(device, 0, measure_ceilings=not args.no_ceilings)
     out.print_json(json.dumps(prov, default=str))
     return 0
 

@@ -1,6 +1,7 @@
 """What a run ran under: device, toolkit, libraries, measured ceilings, source revision."""
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import socket
@@ -43,8 +44,6 @@ def git_revision() -> dict:
 def source_digest(root: Path | None = None) -> str:
     """sha256 over the package's own Python files (relative path and bytes, sorted): names the code
     that ran even where git metadata is absent or stale (an installed wheel, a copied tree)."""
-    import hashlib
-
     root = root or Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for f in sorted(root.rglob("*.py")):
@@ -138,8 +137,6 @@ def ceilings(device: str) -> dict:
 
 def plugin_digests(paths) -> dict:
     """sha256 of each --plugin file, so a row can be traced to the code that produced it."""
-    import hashlib
-
     out = {}
     for p in paths or ():
         try:

@@ -15,7 +15,6 @@ from ..workloads.models import flops, io_bytes
 from .planner import Attempt
 from .status import Status
 from .supervisor import Worker, WorkerGone, WorkerTimeout
-from .worker import compiler_env
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +236,6 @@ class Sweep:
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")
         self.overhead_s["provenance"] = time.perf_counter() - t0
         prov = res["provenance"]
-        prov["compile_workers_env"] = compiler_env()
         self.toolkit = toolkit_columns(prov)
         return prov
 

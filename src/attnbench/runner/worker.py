@@ -1,6 +1,7 @@
 """The worker process: loads backends (plugins included), answers one request at a time."""
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -24,6 +25,15 @@ COMPILER_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 def compiler_env() -> dict:
     """The compiler settings workers of compile-based backends run with (recorded in provenance)."""
     return {k: os.environ.get(k, v) for k, v in COMPILER_ENV.items()}
+
+
+def run_provenance(device: str, seed: int, plugins=(), measure_ceilings: bool = True) -> dict:
+    """What a run records: the measured provenance, plus the settings of its compile workers."""
+    from ..measure import provenance
+
+    prov = provenance.collect(device, seed, measure_ceilings=measure_ceilings, plugins=plugins)
+    prov["compile_workers_env"] = compiler_env()
+    return prov
 
 
 def _warm_up(device: str, compiler: bool) -> None:
@@ -71,8 +81,6 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             _warm_up(warm["device"], warm.get("compiler", False))
         except Exception:  # a failed warm-up is not fatal: the first attempt will say what is wrong
             logging.getLogger(__name__).warning("worker warm-up failed", exc_info=True)
-    import gc
-
     gc.freeze()  # what start-up built lives as long as the process: each release's collection skips it
     conn.send({"ready": True, "pid": os.getpid()})
     cache = attempt.WorkloadCache()
@@ -90,10 +98,8 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             conn.send({"ok": True})
             continue
         if op == "provenance":
-            from ..measure import provenance
-
             try:
-                conn.send({"ok": True, "provenance": provenance.collect(msg["device"], msg["seed"], plugins=plugins)})
+                conn.send({"ok": True, "provenance": run_provenance(msg["device"], msg["seed"], plugins)})
             except Exception as e:
                 conn.send({"ok": False, "error": f"{type(e).__name__}: {e}"})
             continue
