@@ -134,9 +134,14 @@ def test_export_to_missing_directory(cli, tmp_path):
     assert rows_of(tmp_path / "s.sqlite") == before
 
 
-def test_import_header_only_csv_without_required_columns(cli, tmp_path):
-    (tmp_path / "x.csv").write_text("name,value\n")
-    res = cli("import", tmp_path / "x.csv", "--db", tmp_path / "new.sqlite")
+@pytest.mark.parametrize("name,content", [
+    ("x.csv", "name,value\n"),  # a header without the required columns
+    ("a.jsonl", "42\n"),  # a line that is not an object
+    ("a.jsonl", '{"attempt_key": null, "run_id": "r", "backend": "b", "status": "OK"}\n'),  # a null key
+])
+def test_import_of_a_bad_file_is_a_usage_error(cli, tmp_path, name, content):
+    (tmp_path / name).write_text(content)
+    res = cli("import", tmp_path / name, "--db", tmp_path / "new.sqlite")
     assert res.rc == 2, res.err
     assert not (tmp_path / "new.sqlite").exists()
 
@@ -164,18 +169,6 @@ def test_run_with_a_directory_as_db(cli, tmp_path):
     assert res.rc == 2 and res.err.startswith("attnbench: error:")
 
 
-def test_import_non_object_line_is_a_usage_error(cli, tmp_path):
-    (tmp_path / "a.jsonl").write_text("42\n")
-    res = cli("import", tmp_path / "a.jsonl", "--db", tmp_path / "s.sqlite")
-    assert res.rc == 2
-    assert not (tmp_path / "s.sqlite").exists()
-
-
-def test_import_null_key_is_a_usage_error(cli, tmp_path):
-    (tmp_path / "a.jsonl").write_text('{"attempt_key": null, "run_id": "r", "backend": "b", "status": "OK"}\n')
-    res = cli("import", tmp_path / "a.jsonl", "--db", tmp_path / "s.sqlite")
-    assert res.rc == 2, res.err
-    assert not (tmp_path / "s.sqlite").exists()
 
 
 def test_max_time_help_states_the_real_defaults(cli):

@@ -103,14 +103,21 @@ def expected_keys(grid: Path, plugin: str) -> set[str]:
     return {a.key for a in plan(ws, bs, DeviceInfo.from_dict(device_info("cpu")), REPEATS, "default", 0)}
 
 
+def run_command(tmp_path, db_name: str, *extra: str):
+    """(grid, store, argv) of an `attnbench run` over GRID with the fake backends on CPU."""
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(GRID)
+    db = tmp_path / db_name
+    cmd = [sys.executable, "-m", "attnbench", "run", "--config", str(grid), "--plugin", FAKES, "--db", str(db),
+           "--device", "cpu", *extra]
+    return grid, db, cmd
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the workers")
 def test_kill_9_then_resume(tmp_path):
-    grid = tmp_path / "grid.yaml"
-    grid.write_text(GRID)
-    db = tmp_path / "r.sqlite"
-    cmd = [sys.executable, "-m", "attnbench", "run", "--config", str(grid), "--plugin", FAKES, "--backends", BACKENDS,
-           "--repeats", str(REPEATS), "--max-time", "0.05", "--timeout", "120", "--db", str(db), "--device", "cpu"]
+    grid, db, cmd = run_command(tmp_path, "r.sqlite", "--backends", BACKENDS, "--repeats", str(REPEATS),
+                                "--max-time", "0.05", "--timeout", "120")
     total = 2 * len(BACKENDS.split(",")) * REPEATS
 
     log = open(tmp_path / "first.out", "w")
@@ -162,11 +169,7 @@ def test_kill_9_then_resume(tmp_path):
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the workers")
 def test_kill_9_during_a_busy_attempt_leaves_no_worker(tmp_path):
     """A worker stuck inside a kernel never reads its pipe again: it must watch its parent itself."""
-    grid = tmp_path / "grid.yaml"
-    grid.write_text(GRID)
-    db = tmp_path / "h.sqlite"
-    cmd = [sys.executable, "-m", "attnbench", "run", "--config", str(grid), "--plugin", FAKES, "--backends",
-           "fake-hang", "--timeout", "300", "--db", str(db), "--device", "cpu"]
+    _, db, cmd = run_command(tmp_path, "h.sqlite", "--backends", "fake-hang", "--timeout", "300")
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # the run row is written just before the first attempt is sent; 1.5 s later the worker is
     # inside the hanging call
