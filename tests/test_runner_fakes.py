@@ -481,3 +481,55 @@ def test_compiler_workers_compile_in_process_unless_the_user_says_otherwise(tmp_
     assert all(f"threads={seen}" in r["reason"] for r in rows)
     prov = json.loads(sqlite3.connect(db).execute("SELECT provenance FROM runs").fetchone()[0])
     assert prov["compile_workers_env"] == {"TORCHINDUCTOR_COMPILE_THREADS": seen}
+
+
+def test_a_resumed_sweep_keeps_the_workers_started_for_the_provenance(monkeypatch, tmp_path):
+    """Repeat 0 already stored: the workers started with the provenance serve repeat 1 (they are
+    fresh processes); only the next repeat gets new ones."""
+    from attnbench.backends.registry import select
+    from attnbench.runner import sweep as sweep_mod
+    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.store.db import Store
+    from attnbench.workloads.grids import get_grid
+
+    started = []
+
+    class FakeWorker:
+        def __init__(self, plugins, wait=True, **kw):
+            started.append(self)
+            self.alive, self.stopped = True, False
+
+        def ready(self):
+            return self
+
+        def call(self, msg, timeout):
+            if msg["op"] == "provenance":
+                return {"ok": True, "provenance": {}}
+            return {"status": "UNSUPPORTED", "reason": "fake"}
+
+        def send(self, msg):
+            pass
+
+        def receive(self, timeout):
+            return {"ok": True}
+
+        def request_stop(self):
+            self.stopped = True
+
+        def close(self, timeout=10.0):
+            self.stopped = True
+
+    monkeypatch.setattr(sweep_mod, "Worker", FakeWorker)
+    store = Store(tmp_path / "s.sqlite")
+    attempts = plan(get_grid("smoke")[:1], select(["sdpa-math"]), DeviceInfo("cpu"), 3, "t", 0)
+    sw = Sweep(store, SweepConfig(), DeviceInfo("cpu"), "run")
+    sw.run([a for a in attempts if a.repeat == 0])  # an earlier invocation stored repeat 0
+    assert len(started) == 1
+    started.clear()
+    sw = Sweep(store, SweepConfig(), DeviceInfo("cpu"), "run2")
+    sw.provenance(select(["sdpa-math"]))
+    first = started[0]
+    counts = sw.run(attempts)
+    assert counts == {"UNSUPPORTED": 2}  # repeats 1 and 2
+    assert len(started) == 2 and first.stopped  # one more worker, for repeat 2 only
+    store.close()

@@ -88,7 +88,6 @@ class Sweep:
         self.store, self.cfg, self.dev, self.run_id, self.on_row = store, cfg, dev, run_id, on_row
         self.workers: dict[str, Worker] = {}
         self.toolkit: dict = {}
-        self.repeat = 0
         self.used: set[str] = set()  # worker slots that served the current workload
         self.overhead_s = {"provenance": 0.0, "worker_start": 0.0, "worker_stop": 0.0, "release": 0.0,
                            "store": 0.0}
@@ -192,19 +191,18 @@ class Sweep:
         done = self.store.done_keys()
         counts: dict[str, int] = {}
         current = None
-        prestarted = None  # the repeat whose workers were started together
+        repeat = None  # the repeat the current workers serve
         try:
             for a in attempts:
                 if a.key in done:
                     self.on_row({"status": "SKIPPED", "backend": a.backend.name})
                     continue
-                if a.repeat != self.repeat:  # process-level repeats: every repeat gets fresh processes
-                    self.close()
-                    self.repeat = a.repeat
-                if prestarted != a.repeat:
+                if a.repeat != repeat:  # process-level repeats: every repeat gets fresh processes
+                    if repeat is not None:  # (the first one run here keeps those started for the provenance)
+                        self.close()
                     self._prestart({self._slot(b.backend) for b in attempts
                                     if b.repeat == a.repeat and b.key not in done and not b.planned})
-                    prestarted = a.repeat
+                    repeat = a.repeat
                 if not a.planned and current not in (None, a.workload):
                     self._release()
                 if not a.planned:
@@ -243,6 +241,7 @@ class Sweep:
         """Stop every worker at once, then wait (a compiler process takes seconds to exit)."""
         t0 = time.perf_counter()
         ws = list(self.workers.values())
+        self.used.clear()  # nothing of theirs is left to release
         for w in ws:
             w.request_stop()
         deadline = time.monotonic() + 10
