@@ -1,11 +1,13 @@
 """Summary statistics behind `attnbench show` (analysis/summary.py)."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
-from attnbench.analysis.summary import (SEPARATION_RATIO, best_per_workload, ceilings_by_device, per_backend,
-                                        separation, status_counts)
+from attnbench.analysis.summary import (SEPARATION_RATIO, best_per_workload, ceilings_by_device, library_kernel,
+                                        per_backend, separation, status_counts)
 from conftest import make_row
 
 RUNS = [{"device_name": "CPU test", "provenance": {"ceilings": {"copy_gbps": 10.0, "matmul_tflops_bf16": 1.0}}}]
@@ -167,3 +169,29 @@ def test_run_overview_of_an_interrupted_run_ends_at_its_last_row():
     df = frame([ok(0, "a", 10.0, 0, created_at="2026-01-01T00:00:30Z")])
     o = run_overview(df, [{"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z", "finished_at": None}])
     assert o["sweep_wall_s"] == 30 and o["cv"] == {"pairs": 0} and o["cv_by_launch"] == {}
+
+
+CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+INDUCTOR = ["triton_red_fused__softmax_add_0", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"]
+
+
+def test_library_kernel_names_what_a_non_sdpa_backend_ran():
+    assert library_kernel("compile", [CUDNN, "Memset (Device)"]) == "cudnn"
+    assert library_kernel("compile", json.dumps([CUDNN])) == "cudnn"  # as read back from the store
+    assert library_kernel("plugin", ["pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>"]) == "pytorch-flash"
+    assert library_kernel("sdpa", [CUDNN]) is None  # pinned and named after its kernel
+    assert library_kernel("compile", INDUCTOR) is None  # Inductor's own code
+    assert library_kernel("compile", ["Memset (Device)", CUDNN]) is None  # by most device time only
+    assert library_kernel("compile", None) is None and library_kernel("compile", []) is None
+
+
+def test_best_and_runner_up_carry_the_library_kernel_they_ran():
+    df = frame([ok(0, "sdpa-cudnn", 10.0, family="sdpa", dispatch_kernels=[CUDNN]),
+                ok(1, "compile", 11.0, 0, family="compile", dispatch_kernels=[CUDNN]),
+                ok(2, "compile", 11.0, 1, family="compile", dispatch_kernels=json.dumps(INDUCTOR)),
+                ok(3, "flex", 30.0, family="flex", dispatch_kernels=["triton_tem_fused_flex_attention_0"])])
+    (row,) = best_per_workload(df, []).to_dict(orient="records")
+    assert row["best"] == "sdpa-cudnn" and row["best_kernel"] is None
+    assert row["runner_up"] == "compile" and row["runner_up_kernel"] == "cudnn"  # one repeat was rewritten
+    pb = per_backend(df).set_index("backend")
+    assert pd.isna(pb.loc["flex", "kernel"]) and pb.loc["compile", "kernel"] == "cudnn"

@@ -220,6 +220,15 @@ def test_backends_table_and_json(cli):
     assert by["compile"]["isolation"] == "backend"
 
 
+def test_ceilings_on_cpu_name_their_buffers():
+    from attnbench.measure.provenance import ceilings
+
+    c = ceilings("cpu")
+    assert c["read_bytes"] == 64 << 20 and c["matmul_n"] == 512
+    assert all(c[k] > 0 for k in ("copy_gbps", "read_gbps", "matmul_tflops_bf16", "matmul_tflops_fp16",
+                                  "matmul_tflops_fp32"))
+
+
 def test_env_without_ceilings(cli):
     res = cli("env", "--no-ceilings", "--device", "cpu")
     assert res.rc == 0
@@ -267,6 +276,21 @@ def test_show_with_status(cli, filled):
     res = cli("show", "--db", filled, "--all")
     out = " ".join(res.out.split())
     assert res.rc == 0 and "│ ref │ 1.0 │" in out and "Attempts per backend" not in out
+    assert "name (kernel)" not in out  # no backend ran a library kernel its name does not say
+
+
+def test_show_names_the_library_kernel_a_compiled_backend_ran(cli, tmp_path):
+    db = tmp_path / "s.sqlite"
+    s = Store(db)
+    cudnn = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+    s.insert_many([make_row(0, backend="sdpa-cudnn", family="sdpa", dispatch_kernels=[cudnn]),
+                   make_row(0, backend="compile", family="compile", dispatch_kernels=[cudnn], median_us=17.0,
+                            attempt_key="k-compile")])
+    s.close()
+    res = cli("show", "--db", db)
+    out = " ".join(res.out.split())
+    assert res.rc == 0 and "│ sdpa-cudnn │" in out and "│ compile (cudnn) │" in out, out
+    assert "name (kernel): that backend spent most of its device time in this library attention kernel" in out
 
 
 def test_show_without_ok_rows(cli, tmp_path):

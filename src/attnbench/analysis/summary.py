@@ -6,6 +6,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from ..measure.dispatch import ATTENTION_FAMILIES, family_of
+
 SEPARATION_RATIO = 1.10  # a winner must be at least 10% ahead of the runner-up ...
 N_BOOT = 1000  # ... and the 95% bootstrap lower bound of that ratio must exceed 1
 
@@ -28,19 +30,41 @@ def samples(v) -> list[float]:
     return json.loads(v) if isinstance(v, str) else (v or [])
 
 
+def library_kernel(family: str | None, kernels) -> str | None:
+    """The library attention kernel family a backend's time went to, when its name does not say so.
+
+    An SDPA backend is pinned to one kernel and named after it; any other backend (compile, a
+    plugin) that spent most of its device time in a library attention kernel is attributed to
+    it: Inductor, for one, rewrites plain softmax(QK^T)V into an SDPA call where its pattern
+    matcher recognises it, and then times cuDNN or flash, not its own code."""
+    names = json.loads(kernels) if isinstance(kernels, str) else list(kernels or [])
+    if family == "sdpa" or not names:
+        return None
+    fam = family_of(names[0])  # dispatch_kernels are ordered by device time, most first
+    return fam if fam in ATTENTION_FAMILIES else None
+
+
+def _str_or_none(v) -> str | None:
+    return v if isinstance(v, str) else None
+
+
 def per_backend(df: pd.DataFrame) -> pd.DataFrame:
-    """One line per (workload, backend) over OK rows: median of per-repeat medians, worst p95, repeats."""
+    """One line per (workload, backend) over OK rows: median of per-repeat medians, worst p95, repeats,
+    and the library attention kernel(s) it ran when its name does not say (see library_kernel)."""
     ok = df[df["status"] == "OK"]
     if ok.empty:
         return pd.DataFrame(columns=WORKLOAD_COLS + ["workload_key", "backend", "role", "median_us", "p95_us",
-                                                     "repeats", "flops", "bytes"])
-    ok = ok.assign(samples=ok["samples_us"].map(samples))
+                                                     "repeats", "flops", "bytes", "kernel"])
+    kern = [library_kernel(f, k) for f, k in zip(ok.get("family", [None] * len(ok)),
+                                                 ok.get("dispatch_kernels", [None] * len(ok)))]
+    ok = ok.assign(samples=ok["samples_us"].map(samples), kernel=kern)
     g = ok.groupby(["device_name", "workload_key", "backend"], sort=False)
     pooled = g["samples"].agg(lambda col: [x for s in col for x in s])
     agg = g.agg(median_us=("median_us", "median"), p95_us=("p95_us", "max"), repeats=("repeat", "nunique"),
                 role=("role", "first"), flops=("flops", "first"), bytes=("bytes", "first"),
                 **{c: (c, "first") for c in WORKLOAD_COLS if c != "device_name"})
     agg["samples"] = pooled
+    agg["kernel"] = g["kernel"].agg(lambda col: "/".join(sorted({k for k in col if isinstance(k, str)})) or None)
     return agg.reset_index()
 
 
@@ -69,11 +93,12 @@ def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bo
         grp = grp.sort_values("median_us")
         best = grp.iloc[0]
         rec = {c: best[c] for c in WORKLOAD_COLS}
-        rec.update(workload_key=key, best=best["backend"], median_us=best["median_us"], p95_us=best["p95_us"],
-                   repeats=int(best["repeats"]), contestants=len(grp))
+        rec.update(workload_key=key, best=best["backend"], best_kernel=_str_or_none(best["kernel"]), median_us=best["median_us"],
+                   p95_us=best["p95_us"], repeats=int(best["repeats"]), contestants=len(grp))
         rec["clear"] = False
         if len(grp) > 1:
             rec["runner_up"] = grp.iloc[1]["backend"]
+            rec["runner_up_kernel"] = _str_or_none(grp.iloc[1]["kernel"])
             rec["ratio"] = grp.iloc[1]["median_us"] / best["median_us"]
             rec["ratio_l95"] = separation(best["samples"], grp.iloc[1]["samples"])
             rec["clear"] = bool(rec["ratio"] >= SEPARATION_RATIO and (rec["ratio_l95"] or 0) > 1)

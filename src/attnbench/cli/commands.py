@@ -171,6 +171,11 @@ def cmd_env(args, argv) -> int:
     return 0
 
 
+def ran(backend: str, kernel) -> str:
+    """A backend's name, with the library attention kernel it ran when its name does not say so."""
+    return f"{backend} ({kernel})" if isinstance(kernel, str) and kernel else backend
+
+
 def cmd_show(args, argv) -> int:
     import pandas as pd
 
@@ -191,9 +196,10 @@ def cmd_show(args, argv) -> int:
         pct, ratio, runner_up = (r.get(c) for c in ("pct_ceiling", "ratio", "runner_up"))
         pct = f"{pct:.0f}%" if pd.notna(pct) else "-"
         ratio = f"{ratio:.2f}" if pd.notna(ratio) else "-"
-        runner_up = runner_up if pd.notna(runner_up) else "-"
+        runner_up = ran(runner_up, r.get("runner_up_kernel")) if pd.notna(runner_up) else "-"
         t.add_row(str(r["device_name"]), r["mode"], str(r["batch"]), str(r["q_len"]), str(r["kv_len"]),
-                  f"{r['q_heads']}/{r['kv_heads']}", str(r["head_dim"]), r["dtype"], mask, r["launch"], r["best"],
+                  f"{r['q_heads']}/{r['kv_heads']}", str(r["head_dim"]), r["dtype"], mask, r["launch"],
+                  ran(r["best"], r.get("best_kernel")),
                   f"{r['median_us']:.1f}", f"{r['p95_us']:.1f}", f"{r['value']:.3g} {r['metric']}", pct,
                   runner_up, ratio,
                   "yes" if r.get("clear") else "no")
@@ -201,6 +207,9 @@ def cmd_show(args, argv) -> int:
         out.print(f"no OK contestant rows in {args.db} ({len(df)} attempts stored)")
     else:
         out.print(t)
+        if any(best.get(c, pd.Series(dtype=object)).notna().any() for c in ("best_kernel", "runner_up_kernel")):
+            out.print("name (kernel): that backend spent most of its device time in this library attention "
+                      "kernel (dispatch probe), e.g. torch.compile rewriting plain attention into SDPA")
     out.print(overview_line(run_overview(df, runs)))
     if args.status:
         sc = status_counts(df)
