@@ -6,6 +6,8 @@
    process pinned to one GPU-local core.
 2. The bandwidth ceilings (copy, float32 sum) sit under what decode kernels reach. A Triton
    read-only kernel is timed next to them at several sizes.
+
+Run from the repository root with PYTHONPATH=src.
 """
 from __future__ import annotations
 
@@ -45,13 +47,11 @@ print(json.dumps(res))
 
 def gpu_cpus() -> list[int]:
     try:
-        import pynvml
+        from attnbench.measure import nvml
 
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        words = pynvml.nvmlDeviceGetCpuAffinity(h, 4)
-        out = [w * 64 + b for w, word in enumerate(words) for b in range(64) if (word >> b) & 1]
-        return out
+        nv, h = nvml.handle(0)
+        words = nv.nvmlDeviceGetCpuAffinity(h, 4)
+        return [w * 64 + b for w, word in enumerate(words) for b in range(64) if (word >> b) & 1]
     except Exception as e:  # noqa: BLE001
         print("nvml affinity unavailable:", e)
         return []
@@ -90,15 +90,10 @@ def bandwidth() -> None:
             acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
         tl.store(out_ptr + pid, tl.sum(acc, 0))
 
-    def timed(fn, reps=20):
-        fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(); fn(); b.record(); b.synchronize()
-            ts.append(a.elapsed_time(b) / 1e3)
-        return sorted(ts)[len(ts) // 2]
+    from attnbench.measure.provenance import median_seconds
+
+    def timed(fn):
+        return median_seconds(fn, "cuda", 20)
 
     for mib in (512, 2048):
         nbytes = mib << 20

@@ -25,9 +25,10 @@ def ceilings_by_device(runs: list[dict]) -> dict[str, dict]:
     return out
 
 
-def samples(v) -> list[float]:
-    """The raw samples of a row: stored as JSON text, already a list after an import, or empty."""
-    return json.loads(v) if isinstance(v, str) else (v or [])
+def json_list(v) -> list:
+    """A JSON-list column of a row (raw samples, kernel names): stored as JSON text, already a list
+    after an import, or empty."""
+    return json.loads(v) if isinstance(v, str) else list(v or [])
 
 
 def library_kernel(family: str | None, kernels) -> str | None:
@@ -37,7 +38,7 @@ def library_kernel(family: str | None, kernels) -> str | None:
     plugin) that spent most of its device time in a library attention kernel is attributed to
     it: Inductor, for one, rewrites plain softmax(QK^T)V into an SDPA call where its pattern
     matcher recognises it, and then times cuDNN or flash, not its own code."""
-    names = json.loads(kernels) if isinstance(kernels, str) else list(kernels or [])
+    names = json_list(kernels)
     if family == "sdpa" or not names:
         return None
     fam = family_of(names[0])  # dispatch_kernels are ordered by device time, most first
@@ -55,9 +56,8 @@ def per_backend(df: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=WORKLOAD_COLS + ["workload_key", "backend", "role", "median_us", "p95_us",
                                                      "repeats", "flops", "bytes", "kernel"])
-    kern = [library_kernel(f, k) for f, k in zip(ok.get("family", [None] * len(ok)),
-                                                 ok.get("dispatch_kernels", [None] * len(ok)))]
-    ok = ok.assign(samples=ok["samples_us"].map(samples), kernel=kern)
+    ok = ok.assign(samples=ok["samples_us"].map(json_list),
+                   kernel=[library_kernel(f, k) for f, k in zip(ok["family"], ok["dispatch_kernels"])])
     g = ok.groupby(["device_name", "workload_key", "backend"], sort=False)
     pooled = g["samples"].agg(lambda col: [x for s in col for x in s])
     agg = g.agg(median_us=("median_us", "median"), p95_us=("p95_us", "max"), repeats=("repeat", "nunique"),
@@ -156,7 +156,7 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     ok = df[df["status"] == "OK"] if len(df) else df
     timed = 0.0
     for s, k in zip(ok.get("samples_us", []), ok.get("calls_per_sample", [])):
-        timed += sum(samples(s)) * (int(k) if pd.notna(k) else 1) / 1e6
+        timed += sum(json_list(s)) * (int(k) if pd.notna(k) else 1) / 1e6
     out["timed_s"] = timed
     out["wall_over_timed"] = wall / timed if timed > 0 else None
     cv = repeat_cv(df) if len(df) else pd.Series(dtype=float)

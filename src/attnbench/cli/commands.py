@@ -191,15 +191,17 @@ def cmd_show(args, argv) -> int:
               "p95 µs", "throughput", "% ceiling", "runner-up", "×", "clear"):
         t.add_column(c, justify="right" if c in ("B", "Nq", "Nkv", "median µs", "p95 µs", "throughput",
                                                   "% ceiling", "×") else "left")
+    named_kernel = False  # some backend is shown with the library kernel it ran
     for _, r in best.iterrows():
         mask = f"causal-{r['causal_align']}" if r["causal"] else "none"
         pct, ratio, runner_up = (r.get(c) for c in ("pct_ceiling", "ratio", "runner_up"))
         pct = f"{pct:.0f}%" if pd.notna(pct) else "-"
         ratio = f"{ratio:.2f}" if pd.notna(ratio) else "-"
+        winner = ran(r["best"], r.get("best_kernel"))
         runner_up = ran(runner_up, r.get("runner_up_kernel")) if pd.notna(runner_up) else "-"
+        named_kernel |= winner != r["best"] or runner_up not in ("-", r.get("runner_up"))
         t.add_row(str(r["device_name"]), r["mode"], str(r["batch"]), str(r["q_len"]), str(r["kv_len"]),
-                  f"{r['q_heads']}/{r['kv_heads']}", str(r["head_dim"]), r["dtype"], mask, r["launch"],
-                  ran(r["best"], r.get("best_kernel")),
+                  f"{r['q_heads']}/{r['kv_heads']}", str(r["head_dim"]), r["dtype"], mask, r["launch"], winner,
                   f"{r['median_us']:.1f}", f"{r['p95_us']:.1f}", f"{r['value']:.3g} {r['metric']}", pct,
                   runner_up, ratio,
                   "yes" if r.get("clear") else "no")
@@ -207,7 +209,7 @@ def cmd_show(args, argv) -> int:
         out.print(f"no OK contestant rows in {args.db} ({len(df)} attempts stored)")
     else:
         out.print(t)
-        if any(best.get(c, pd.Series(dtype=object)).notna().any() for c in ("best_kernel", "runner_up_kernel")):
+        if named_kernel:
             out.print("name (kernel): that backend spent most of its device time in this library attention "
                       "kernel (dispatch probe), e.g. torch.compile rewriting plain attention into SDPA")
     out.print(overview_line(run_overview(df, runs)))

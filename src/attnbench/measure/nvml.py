@@ -7,7 +7,7 @@ _THROTTLE = {
 }
 
 
-def _handle(index: int):
+def handle(index: int):
     import pynvml
 
     pynvml.nvmlInit()
@@ -22,7 +22,7 @@ def snapshot(device: str) -> dict:
         import torch
 
         index = torch.device(device).index or 0
-        nv, h = _handle(index)
+        nv, h = handle(index)
         reasons = nv.nvmlDeviceGetCurrentClocksEventReasons(h) if hasattr(
             nv, "nvmlDeviceGetCurrentClocksEventReasons") else nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
         return {
@@ -38,7 +38,7 @@ def snapshot(device: str) -> dict:
 
 def device_static(index: int) -> dict:
     try:
-        nv, h = _handle(index)
+        nv, h = handle(index)
         out = {"driver": nv.nvmlSystemGetDriverVersion(), "power_limit_w": nv.nvmlDeviceGetPowerManagementLimit(h) / 1000,
                "max_sm_clock_mhz": nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM),
                "uuid": nv.nvmlDeviceGetUUID(h)}
