@@ -73,9 +73,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnbench.backends.base import CONTESTANT, Backend, DeviceInfo, Inputs
-from attnbench.backends.common import causal_offset, from_bhnd, to_bhnd
+from attnbench.backends.layout import causal_offset, from_bhnd, to_bhnd
 from attnbench.workloads import Workload
-from attnbench.workloads.models import input_bytes
+from attnbench.workloads.cost import input_bytes
 
 GEMM = frozenset({"unfused-gemm"})
 

@@ -90,7 +90,7 @@ def bandwidth() -> None:
             acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
         tl.store(out_ptr + pid, tl.sum(acc, 0))
 
-    from attnbench.measure.provenance import median_seconds
+    from attnbench.measure.ceilings import median_seconds
 
     def timed(fn):
         return median_seconds(fn, "cuda", 20)

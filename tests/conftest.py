@@ -95,7 +95,7 @@ def rows_of(db: str | Path, where: str = "") -> list[dict]:
 def make_row(i: int = 0, **over) -> dict:
     """A plausible attempts row (as the sweep writes it) without running anything."""
     from attnbench.workloads import Workload
-    from attnbench.workloads.models import flops, io_bytes
+    from attnbench.workloads.cost import flops, io_bytes
 
     w = Workload(mode="prefill", batch=1, q_len=64 * (i + 1), kv_len=64 * (i + 1), q_heads=4, kv_heads=2,
                  head_dim=32, head_dim_v=32, dtype="bf16", causal=bool(i % 2))

@@ -221,7 +221,7 @@ def test_backends_table_and_json(cli):
 
 
 def test_ceilings_on_cpu_name_their_buffers():
-    from attnbench.measure.provenance import ceilings
+    from attnbench.measure.ceilings import ceilings
 
     c = ceilings("cpu")
     assert c["read_bytes"] == 64 << 20 and c["matmul_n"] == 512

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnbench.backends.common import from_bhnd, to_bhnd
+from attnbench.backends.layout import from_bhnd, to_bhnd
 from attnbench.backends.reference import attention_math
 from attnbench.measure import correctness
 from attnbench.measure.inputs import make_inputs
@@ -33,7 +33,7 @@ def fwd_bwd(w: Workload, inputs):
 
 
 def sdpa(w: Workload, inputs):
-    from attnbench.backends.common import sdpa_mask_args
+    from attnbench.backends.layout import sdpa_mask_args
 
     q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
     o = torch.nn.functional.scaled_dot_product_attention(

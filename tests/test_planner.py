@@ -6,10 +6,10 @@ import pytest
 from attnbench.backends.base import Backend, DeviceInfo
 from attnbench.backends.registry import BackendError, builtin, select
 from attnbench.runner.planner import MEMORY_FRACTION, attempt_key, plan
-from attnbench.runner.status import Status
+from attnbench.status import Status
 from attnbench.workloads import Workload
 from attnbench.workloads.grids import get_grid
-from attnbench.workloads.models import input_bytes
+from attnbench.workloads.cost import input_bytes
 
 CPU = DeviceInfo("cpu", "CPU test", None, 64 << 30)
 H100 = DeviceInfo("cuda", "NVIDIA H100", (9, 0), 80 << 30)

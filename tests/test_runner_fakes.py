@@ -15,7 +15,7 @@ from attnbench.backends.base import Backend, DeviceInfo
 from attnbench.backends.registry import load_plugin_file
 from attnbench.runner import attempt
 from attnbench.runner.planner import plan
-from attnbench.runner.status import ORDER, Status
+from attnbench.status import ORDER, Status
 from attnbench.runner.sweep import SweepConfig, make_row, percentile
 from attnbench.workloads import Workload
 from attnbench.workloads.grids import load_yaml_grid

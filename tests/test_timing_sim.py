@@ -105,7 +105,7 @@ CFG = TimingConfig(warmup_s=0.001, min_samples=10, max_samples=50, max_time_s=0.
 
 
 def test_prefill_calibrates_the_spin_and_queues_the_asked_delay(sim):
-    timing.prefill("cuda", 200.0)
+    timing.device_delay("cuda", 200.0)
     assert timing._cycles_per_us["cuda"] == pytest.approx(CYCLES_PER_US, rel=0.01)
     assert sim.sleeps[-1] == pytest.approx(200.0, rel=0.01)
 

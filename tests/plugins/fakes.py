@@ -5,7 +5,7 @@ import os
 import time
 
 from attnbench.backends.base import Backend, Rejected
-from attnbench.backends.common import from_bhnd, to_bhnd
+from attnbench.backends.layout import from_bhnd, to_bhnd
 from attnbench.backends.reference import attention_math
 
 CPU_AND_CUDA = ("cpu", "cuda")

@@ -3,7 +3,7 @@ call that silently takes the slow path while declaring Triton kernels."""
 from __future__ import annotations
 
 from attnbench.backends.base import Backend
-from attnbench.backends.common import from_bhnd, to_bhnd
+from attnbench.backends.layout import from_bhnd, to_bhnd
 
 TRITON = {"cuda": frozenset({"triton"})}
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..workloads import MODES, Workload
-from ..workloads.models import input_bytes
+from ..workloads.cost import input_bytes
 
 CONTESTANT = "contestant"
 ACCURACY_REFERENCE = "accuracy_reference"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..workloads import Workload
 from .base import CONTESTANT, Backend, Inputs
-from .common import from_bhnd, to_bhnd
+from .layout import from_bhnd, to_bhnd
 from .reference import attention_math
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..workloads import Workload
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs
-from .common import causal_offset, from_bhnd, to_bhnd
+from .layout import causal_offset, from_bhnd, to_bhnd
 
 
 class Flex(Backend):

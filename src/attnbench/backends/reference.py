@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ..workloads import Workload
-from ..workloads.models import input_bytes, score_matrix_bytes
+from ..workloads.cost import input_bytes, score_matrix_bytes
 from .base import ACCURACY_REFERENCE, Backend, Inputs
-from .common import from_bhnd, keep_mask, to_bhnd
+from .layout import from_bhnd, keep_mask, to_bhnd
 
 
 def attention_math(q, k, v, causal: bool, align: str, scale: float):

@@ -4,9 +4,9 @@ from __future__ import annotations
 import warnings
 
 from ..workloads import Workload
-from ..workloads.models import input_bytes, score_matrix_bytes
+from ..workloads.cost import input_bytes, score_matrix_bytes
 from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Rejected
-from .common import from_bhnd, sdpa_mask_args, to_bhnd
+from .layout import from_bhnd, sdpa_mask_args, to_bhnd
 
 _REFUSALS = ("No viable backend", "No available kernel")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .main import UsageError
+from .parser import UsageError
 
 err = Console(stderr=True)
 out = Console()

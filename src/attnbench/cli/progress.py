@@ -6,7 +6,7 @@ from collections import Counter
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ..runner.status import ORDER
+from ..status import ORDER
 
 COLORS = {"OK": "green", "UNSUPPORTED": "dim", "OOM_PREDICTED": "yellow", "OOM": "yellow", "INCORRECT": "red",
           "DISPATCH_MISMATCH": "magenta", "TIMEOUT": "red", "CRASH": "red", "ERROR": "red"}

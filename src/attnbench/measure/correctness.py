@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ..backends.common import to_bhnd
+from ..backends.layout import to_bhnd
 from ..backends.reference import attention_math
 from ..workloads import Workload
 

@@ -129,11 +129,11 @@ class _L2Flusher:
         self.buf.zero_()
 
 
-PREFILL_US = 200.0  # device-side delay queued before a graph sample's start event
+DELAY_US = 200.0  # device-side delay queued before a graph sample's start event
 _cycles_per_us: dict[str, float] = {}
 
 
-def prefill(device: str, us: float = PREFILL_US) -> None:
+def device_delay(device: str, us: float = DELAY_US) -> None:
     """Queue a kernel that only spins for `us` microseconds, so that the host has recorded the start
     event, launched the work and recorded the end event before the device reaches them: the events
     then bracket device time only, not the host's launch latency (or its jitter)."""
@@ -161,7 +161,7 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
     slower than the kernel, its launch cost is in the sample (that is what eager costs). k makes
     the block last ≥ eager_block_us so the first launch's latency is amortised.
     graph: k calls captured in one CUDA graph; each replay is preceded by a device-side delay
-    (prefill) so the sample is device time only; k makes the block last ≥ min_block_us."""
+    (device_delay) so the sample is device time only; k makes the block last ≥ min_block_us."""
     import torch
 
     n, wus = warmup(step, device, cfg.warmup_s)
@@ -172,7 +172,7 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
         if flush:
             flush()
         if ahead:
-            prefill(device)
+            device_delay(device)
         start.record()
         fn()
         end.record()
@@ -233,7 +233,7 @@ def capture_graph(step: Callable[[], Any], k: int, device: str):
 
 def event_overhead_us(device: str, n: int = 200, ahead: bool = False) -> float:
     """Median time between two back-to-back events: the floor under an eager sample; with
-    ahead=True (a prefill first), the floor under a graph sample."""
+    ahead=True (a device_delay first), the floor under a graph sample."""
     if not device.startswith("cuda"):
         t = []
         for _ in range(n):
@@ -246,7 +246,7 @@ def event_overhead_us(device: str, n: int = 200, ahead: bool = False) -> float:
     out = []
     for _ in range(n):
         if ahead:
-            prefill(device, 50.0)
+            device_delay(device, 50.0)
         a.record()
         b.record()
         b.synchronize()

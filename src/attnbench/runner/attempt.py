@@ -10,7 +10,7 @@ from ..measure import correctness, dispatch, memory, nvml, timing
 from ..measure.inputs import make_inputs
 from ..measure.step import make_step
 from ..workloads import Workload
-from .status import Status
+from ..status import Status
 
 log = logging.getLogger(__name__)
 _CONTEXT_BROKEN = ("illegal memory access", "device-side assert", "unspecified launch failure",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..backends.base import Backend, DeviceInfo
 from ..workloads import Workload
-from .status import Status
+from ..status import Status
 
 MEMORY_FRACTION = 0.9  # of device memory (CUDA) or available RAM (CPU) an attempt may plan to use
 

@@ -11,9 +11,9 @@ from typing import Callable
 from ..backends.base import DeviceInfo
 from ..measure.timing import TimingConfig
 from ..store.db import Store, utcnow
-from ..workloads.models import flops, io_bytes
+from ..workloads.cost import flops, io_bytes
 from .planner import Attempt
-from .status import Status
+from ..status import Status
 from .supervisor import Worker, WorkerGone, WorkerTimeout
 
 log = logging.getLogger(__name__)

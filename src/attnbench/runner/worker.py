@@ -30,8 +30,11 @@ def compiler_env() -> dict:
 def run_provenance(device: str, seed: int, plugins=(), measure_ceilings: bool = True) -> dict:
     """What a run records: the measured provenance, plus the settings of its compile workers."""
     from ..measure import provenance
+    from ..measure.ceilings import ceilings
 
-    prov = provenance.collect(device, seed, measure_ceilings=measure_ceilings, plugins=plugins)
+    prov = provenance.collect(device, seed, plugins=plugins)
+    if measure_ceilings:
+        prov["ceilings"] = ceilings(device)
     prov["compile_workers_env"] = compiler_env()
     return prov
 

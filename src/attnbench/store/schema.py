@@ -55,7 +55,7 @@ ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [
     ("dispatch_status", "TEXT", "probed or unprobed"),
     ("dispatch_kernels", "TEXT", "JSON list of kernel (CUDA) or operator (CPU) names seen, most time first"),
     ("dispatch_families", "TEXT", "JSON list of kernel families seen"),
-    ("flops", "REAL", "FLOP model of the timed step (see workloads/models.py)"),
+    ("flops", "REAL", "FLOP model of the timed step (see workloads/cost.py)"),
     ("bytes", "REAL", "HBM byte model of the forward step (NULL for fwd+bwd)"),
     ("device_name", "TEXT", "device model (e.g. NVIDIA H200) or CPU"),
     ("device_index", "INTEGER", "CUDA device index"),

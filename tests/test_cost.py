@@ -1,4 +1,4 @@
-"""FLOP and HBM-byte models (workloads/models.py) against brute force and the documented formulas."""
+"""FLOP and HBM-byte models (workloads/cost.py) against brute force and the documented formulas."""
 from __future__ import annotations
 
 import itertools
@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 from attnbench.workloads import DTYPE_BYTES, Workload
-from attnbench.workloads import models
+from attnbench.workloads import cost
 
 
 def brute_pairs(q_len: int, kv_len: int, causal: bool, align: str) -> int:
@@ -23,37 +23,37 @@ LENS = [1, 2, 3, 5, 7, 8, 16, 17, 31, 64]
 @pytest.mark.parametrize("causal", [False, True])
 def test_unmasked_pairs_matches_brute_force(causal, align):
     for q, kv in itertools.product(LENS, LENS):  # square, q < kv and q > kv
-        assert models.unmasked_pairs(q, kv, causal, align) == brute_pairs(q, kv, causal, align), (q, kv)
+        assert cost.unmasked_pairs(q, kv, causal, align) == brute_pairs(q, kv, causal, align), (q, kv)
 
 
 def test_unmasked_pairs_agrees_with_the_mask_the_backends_use():
-    from attnbench.backends.common import keep_mask
+    from attnbench.backends.layout import keep_mask
 
     for q, kv, align in itertools.product([1, 3, 16, 40], [1, 4, 16, 33], ["top_left", "bottom_right"]):
-        assert models.unmasked_pairs(q, kv, True, align) == int(keep_mask(q, kv, align, "cpu").sum()), (q, kv)
+        assert cost.unmasked_pairs(q, kv, True, align) == int(keep_mask(q, kv, align, "cpu").sum()), (q, kv)
 
 
 @pytest.mark.parametrize("kv", [1, 2, 100, 4096])
 def test_single_query_token(kv):
     # top-left: query 0 attends key 0 only; bottom-right: the last query attends every key
-    assert models.unmasked_pairs(1, kv, True, "top_left") == 1
-    assert models.unmasked_pairs(1, kv, True, "bottom_right") == kv
-    assert models.unmasked_pairs(1, kv, False, "top_left") == kv
+    assert cost.unmasked_pairs(1, kv, True, "top_left") == 1
+    assert cost.unmasked_pairs(1, kv, True, "bottom_right") == kv
+    assert cost.unmasked_pairs(1, kv, False, "top_left") == kv
 
 
 def test_square_causal_is_n_n_plus_1_over_2_for_both_alignments():
     for n in (1, 2, 9, 128, 1000):
-        assert models.unmasked_pairs(n, n, True, "top_left") == n * (n + 1) // 2
-        assert models.unmasked_pairs(n, n, True, "bottom_right") == n * (n + 1) // 2
+        assert cost.unmasked_pairs(n, n, True, "top_left") == n * (n + 1) // 2
+        assert cost.unmasked_pairs(n, n, True, "bottom_right") == n * (n + 1) // 2
 
 
 def test_non_square_values():
     # q=4, kv=8: top-left rows see 1,2,3,4 keys; bottom-right rows see 5,6,7,8 keys
-    assert models.unmasked_pairs(4, 8, True, "top_left") == 10
-    assert models.unmasked_pairs(4, 8, True, "bottom_right") == 26
+    assert cost.unmasked_pairs(4, 8, True, "top_left") == 10
+    assert cost.unmasked_pairs(4, 8, True, "bottom_right") == 26
     # q=8, kv=4: top-left rows see 1,2,3,4,4,4,4,4; bottom-right rows 0,0,0,0,1,2,3,4
-    assert models.unmasked_pairs(8, 4, True, "top_left") == 26
-    assert models.unmasked_pairs(8, 4, True, "bottom_right") == 10
+    assert cost.unmasked_pairs(8, 4, True, "top_left") == 26
+    assert cost.unmasked_pairs(8, 4, True, "bottom_right") == 10
 
 
 def W(**kw) -> Workload:
@@ -69,32 +69,32 @@ def test_forward_flops_formula(causal, align, q, kv):
     w = W(mode=mode, batch=3, q_len=q, kv_len=kv, q_heads=12, kv_heads=4, head_dim=64, head_dim_v=96,
           causal=causal, causal_align=align)
     p = brute_pairs(q, kv, causal, align)
-    assert models.forward_flops(w) == 2 * 3 * 12 * p * (64 + 96)
+    assert cost.forward_flops(w) == 2 * 3 * 12 * p * (64 + 96)
 
 
 def test_forward_flops_known_number():
     # B=4, H=32, N=1024, D=128 non-causal: 4 * B * H * N^2 * D
     w = W(batch=4, q_len=1024, kv_len=1024, q_heads=32, kv_heads=32, head_dim=128, head_dim_v=128)
-    assert models.forward_flops(w) == 4 * 4 * 32 * 1024 * 1024 * 128
+    assert cost.forward_flops(w) == 4 * 4 * 32 * 1024 * 1024 * 128
     # causal square halves it (plus the diagonal)
     wc = W(batch=4, q_len=1024, kv_len=1024, q_heads=32, kv_heads=32, head_dim=128, head_dim_v=128, causal=True)
-    assert models.forward_flops(wc) == 2 * 4 * 32 * (1024 * 1025 // 2) * 256
+    assert cost.forward_flops(wc) == 2 * 4 * 32 * (1024 * 1025 // 2) * 256
 
 
 def test_gqa_counts_query_heads():
     mha = W(q_heads=32, kv_heads=32)
     for hkv in (8, 4, 1):
-        assert models.forward_flops(W(q_heads=32, kv_heads=hkv)) == models.forward_flops(mha)
-    assert models.forward_flops(W(q_heads=16, kv_heads=16)) * 2 == models.forward_flops(mha)
+        assert cost.forward_flops(W(q_heads=32, kv_heads=hkv)) == cost.forward_flops(mha)
+    assert cost.forward_flops(W(q_heads=16, kv_heads=16)) * 2 == cost.forward_flops(mha)
 
 
 def test_fwd_bwd_is_three_and_a_half_times_forward():
     for causal in (False, True):
         fwd = W(mode="train_fwd", causal=causal)
         both = W(mode="train_fwd_bwd", causal=causal)
-        assert models.flops(fwd) == models.forward_flops(fwd)
-        assert models.flops(both) == 3.5 * models.forward_flops(both)
-        assert models.flops(W(mode="prefill", causal=causal)) == models.forward_flops(fwd)
+        assert cost.flops(fwd) == cost.forward_flops(fwd)
+        assert cost.flops(both) == 3.5 * cost.forward_flops(both)
+        assert cost.flops(W(mode="prefill", causal=causal)) == cost.forward_flops(fwd)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
@@ -103,16 +103,16 @@ def test_decode_bytes(dtype):
     w = W(mode="decode", batch=8, q_len=1, kv_len=4096, q_heads=32, kv_heads=8, head_dim=128, head_dim_v=128,
           dtype=dtype)
     kv = 2 * 8 * 8 * 4096 * 128 * s
-    assert models.decode_kv_bytes(w) == kv
+    assert cost.decode_kv_bytes(w) == kv
     q_and_o = 2 * 8 * 32 * 1 * 128 * s
-    assert models.io_bytes(w) == kv + q_and_o
-    assert models.bound(w) == "bytes"
+    assert cost.io_bytes(w) == kv + q_and_o
+    assert cost.bound(w) == "bytes"
 
 
 def test_decode_kv_bytes_with_distinct_value_dim():
     w = W(mode="decode", batch=2, q_len=1, kv_len=100, q_heads=4, kv_heads=2, head_dim=64, head_dim_v=32,
           dtype="fp32")
-    assert models.decode_kv_bytes(w) == 2 * 2 * 100 * (64 + 32) * 4
+    assert cost.decode_kv_bytes(w) == 2 * 2 * 100 * (64 + 32) * 4
 
 
 def test_io_bytes_prefill_and_none_for_fwd_bwd():
@@ -120,15 +120,15 @@ def test_io_bytes_prefill_and_none_for_fwd_bwd():
     q = 2 * 8 * 100 * 64
     kv = 2 * 2 * 300 * (64 + 32)
     o = 2 * 8 * 100 * 32
-    assert models.io_bytes(w) == (q + kv + o) * 2
-    assert models.bound(w) == "flops"
-    assert models.io_bytes(W(mode="train_fwd_bwd")) is None
+    assert cost.io_bytes(w) == (q + kv + o) * 2
+    assert cost.bound(w) == "flops"
+    assert cost.io_bytes(W(mode="train_fwd_bwd")) is None
 
 
 def test_input_and_score_bytes():
     w = W(batch=2, q_len=10, kv_len=20, q_heads=4, kv_heads=2, head_dim=8, head_dim_v=8, dtype="fp16")
     n = 2 * 4 * 10 * 8 + 2 * 2 * 20 * 16 + 2 * 4 * 10 * 8
-    assert models.input_bytes(w) == n * 2
-    assert models.input_bytes(W(mode="train_fwd_bwd", batch=2, q_len=10, kv_len=20, q_heads=4, kv_heads=2,
+    assert cost.input_bytes(w) == n * 2
+    assert cost.input_bytes(W(mode="train_fwd_bwd", batch=2, q_len=10, kv_len=20, q_heads=4, kv_heads=2,
                                 head_dim=8, head_dim_v=8, dtype="fp16")) == 2 * n * 2
-    assert models.score_matrix_bytes(w) == 2 * 4 * 10 * 20 * 4
+    assert cost.score_matrix_bytes(w) == 2 * 4 * 10 * 20 * 4

@@ -1,0 +1,101 @@
+"""The argument parser of every subcommand, and UsageError (bad input: one line, exit 2)."""
+from __future__ import annotations
+
+import argparse
+
+from .. import __version__
+
+DEFAULT_DB = "attnbench.sqlite"
+EPILOG = """Every attempt (workload × backend × repeat) becomes exactly one row with a status:
+OK, UNSUPPORTED, OOM_PREDICTED, OOM, INCORRECT, DISPATCH_MISMATCH, TIMEOUT, CRASH or ERROR.
+Typical use:
+  attnbench run                       # the smoke grid on CPU, the quick grid on a CUDA device
+  attnbench run --grid quick --repeats 3
+  attnbench show --db attnbench.sqlite
+Bad input exits with code 2 and writes nothing."""
+
+
+class UsageError(Exception):
+    """Bad input: one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, no usage dump
+        raise UsageError(message)
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="attnbench", description="Truthful attention-kernel benchmarks.", epilog=EPILOG,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"attnbench {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
+
+    r = sub.add_parser("run", help="measure a grid of workloads over the available backends (resumes)",
+                       description="Plan grid × backends × repeats, check each attempt against float64, "
+                                   "probe the kernels it ran, time it, and store one row per attempt. "
+                                   "Running the same command again resumes: finished attempts are skipped.")
+    r.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="more logging, workers included (-vv for debug)")
+    src = r.add_mutually_exclusive_group()
+    src.add_argument("--grid", help="named grid: smoke, quick, portability, fa3-paper "
+                                    "(default: smoke on CPU, quick on CUDA)")
+    src.add_argument("--config", metavar="FILE.yaml", help="a YAML grid (see docs/grids.md)")
+    r.add_argument("--backends", type=_csv, help="comma list of backend names (default: all)")
+    r.add_argument("--modes", type=_csv, help="keep only these modes (train_fwd,train_fwd_bwd,prefill,decode)")
+    r.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
+    r.add_argument("--db", default=DEFAULT_DB, help=f"SQLite store (default: ./{DEFAULT_DB})")
+    r.add_argument("--repeats", type=int, default=1, help="process-level repeats of every attempt (default 1)")
+    r.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="load backends from a Python file (BACKENDS list or backends()); repeatable")
+    r.add_argument("--seqlen", type=_csv, help="keep only these KV lengths, e.g. 1k,4k")
+    r.add_argument("--causal", choices=("true", "false", "both"), default="both", help="keep causal, non-causal or both")
+    r.add_argument("--dtype", type=_csv, help="keep only these dtypes, e.g. bf16,fp16")
+    r.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="seconds per attempt, compile included, before the worker is killed (default 300)")
+    r.add_argument("--tag", default="default", help="sweep label; a new tag starts a new sweep in the same store")
+    r.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    r.add_argument("--tol", type=float, default=3.0,
+                   help="max error ratio against the same-dtype unfused reference (default 3)")
+    r.add_argument("--max-time", type=float, default=None, metavar="S",
+                   help="timing budget per attempt after warm-up (default 0.5 s on CUDA, 0.3 s on CPU)")
+    r.add_argument("--strict-isolation", action="store_true",
+                   help="a fresh process for every attempt of compile-based backends (slower; default: "
+                        "one process per backend and repeat, compiler state reset before each attempt)")
+    r.add_argument("--dry-run", action="store_true",
+                   help="print the plan's counts and exit (starts one worker to read the device; writes nothing)")
+    r.add_argument("--retry-failed", action="store_true",
+                   help="on resume, run again the attempts of this tag that ended TIMEOUT, CRASH or ERROR "
+                        "(their rows are replaced)")
+
+    b = sub.add_parser("backends", help="list backends: family, role, availability and version")
+    b.add_argument("--plugin", action="append", default=[], metavar="FILE.py")
+    b.add_argument("--json", action="store_true")
+
+    e = sub.add_parser("env", help="print the provenance a run would record")
+    e.add_argument("--device", help="cpu, cuda or cuda:N")
+    e.add_argument("--no-ceilings", action="store_true", help="skip measuring copy bandwidth and matmul rate")
+
+    s = sub.add_parser("show", help="best backend per workload: time, TFLOP/s or GB/s, %% of ceiling")
+    s.add_argument("--db", default=DEFAULT_DB)
+    s.add_argument("--all", action="store_true", help="include accuracy references in the contest")
+    s.add_argument("--status", action="store_true", help="also print attempts per backend and status")
+
+    x = sub.add_parser("export", help="write the attempts (or runs) table to jsonl, csv or parquet; "
+                                      "a name ending in .gz is gzip-compressed (jsonl, csv)")
+    x.add_argument("--db", default=DEFAULT_DB)
+    x.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the --out name")
+    x.add_argument("--out", required=True)
+    x.add_argument("--table", choices=("attempts", "runs"), default="attempts",
+                   help="runs: one row per invocation with its provenance (device, toolkit, ceilings)")
+
+    i = sub.add_parser("import", help="read an export back into a store (existing attempts and runs are kept)")
+    i.add_argument("file")
+    i.add_argument("--db", default=DEFAULT_DB)
+    i.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the file name")
+    i.add_argument("--table", choices=("attempts", "runs"), default="attempts")
+    return p

@@ -1,0 +1,61 @@
+"""Measured ceilings of a device: copy and read bandwidth, matmul rate per dtype (the denominators
+of "% of ceiling")."""
+from __future__ import annotations
+
+import time
+
+
+def median_seconds(fn, device: str, reps: int) -> float:
+    """Median seconds of fn over reps, after one warm-up call."""
+    import statistics
+
+    import torch
+
+    fn()
+    ts = []
+    for _ in range(reps):
+        if device.startswith("cuda"):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def ceilings(device: str) -> dict:
+    """Measured copy bandwidth (512 MiB device-to-device, read + written counted: the seed's convention),
+    read bandwidth of a reduction, and matmul rate per dtype, on random data."""
+    import torch
+
+    cuda = device.startswith("cuda")
+    nbytes = (512 << 20) if cuda else (64 << 20)
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device).random_()
+    dst = torch.empty_like(src)
+    t = median_seconds(lambda: dst.copy_(src), device, 10)
+    out = {"copy_gbps": 2 * nbytes / t / 1e9}
+    del src, dst
+    # Read-only traffic (what decode does) runs above copy bandwidth: a reduction reads once. On the
+    # H200 a 512 MiB reduction read 3.4-3.8 TB/s and a 2 GiB one 4.3 TB/s in the same process
+    # (scripts/h200_host_probe.py), so the read buffer is 2 GiB where a quarter of free memory allows.
+    rbytes = nbytes
+    if cuda and torch.cuda.mem_get_info(torch.device(device))[0] >= 4 * (2048 << 20):
+        rbytes = 2048 << 20
+    vals = torch.rand(rbytes // 4, device=device)
+    t = median_seconds(lambda: vals.sum(), device, 10)
+    out["read_gbps"] = rbytes / t / 1e9
+    out["read_bytes"] = rbytes
+    del vals
+    n = 8192 if cuda else 512
+    for name, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32)):
+        a = torch.randn(n, n, device=device, dtype=dt)
+        b = torch.randn(n, n, device=device, dtype=dt)
+        t = median_seconds(lambda: torch.matmul(a, b), device, 10 if cuda else 3)
+        out[f"matmul_tflops_{name}"] = 2 * n**3 / t / 1e12
+    out["matmul_n"] = n
+    return out
