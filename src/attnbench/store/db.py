@@ -6,7 +6,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from .schema import COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
+from .schema import ATTEMPT_COLUMNS, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
 
 
 class StoreError(ValueError):
@@ -38,8 +38,10 @@ class Store:
         if has_meta:
             row = self.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             version = int(row[0]) if row else 0
-            if version != SCHEMA_VERSION:
+            if version < 1 or version > SCHEMA_VERSION:
                 raise StoreError(f"{self.path} has schema version {version}; this attnbench reads {SCHEMA_VERSION}")
+            if version < SCHEMA_VERSION:
+                self._upgrade()
             return
         foreign = self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchone()
         if not create or foreign:  # never add our tables to somebody else's database
@@ -48,6 +50,15 @@ class Store:
             for stmt in ddl():
                 self.con.execute(stmt)
             self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _upgrade(self) -> None:
+        """An older store gains the columns added since (every schema change so far only adds)."""
+        have = {r[1] for r in self.con.execute("PRAGMA table_info(attempts)")}
+        with self.con:
+            for c, t, _ in ATTEMPT_COLUMNS:
+                if c not in have:
+                    self.con.execute(f"ALTER TABLE attempts ADD COLUMN {c} {t}")
+            self.con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self.con.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MODES = ("train_fwd", "train_fwd_bwd", "prefill", "decode")
 DTYPES = ("fp32", "bf16", "fp16")
@@ -17,6 +17,12 @@ ACCUMS = ("fp32",)
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 ENUMS = {"mode": MODES, "dtype": DTYPES, "accum": ACCUMS, "causal_align": CAUSAL_ALIGNS, "layout": LAYOUTS,
          "launch": LAUNCHES, "l2": L2_STATES}
+
+
+def _axis(doc: str, short: str, length: bool = False) -> dict:
+    """Field metadata of one workload axis: what it means (store column docs), its short header
+    (tables), and whether its values are lengths ('4k' accepted). workloads/axes.py reads it."""
+    return {"doc": doc, "short": short, "length": length}
 
 
 class WorkloadError(ValueError):
@@ -33,23 +39,25 @@ class Workload:
     step (`decode_append = "excluded"` in every row).
     """
 
-    mode: str  # train_fwd | train_fwd_bwd | prefill | decode
-    batch: int
-    q_len: int
-    kv_len: int
-    q_heads: int
-    kv_heads: int  # == q_heads: MHA; divides q_heads: GQA; 1: MQA
-    head_dim: int
-    head_dim_v: int
-    dtype: str = "bf16"
-    accum: str = "fp32"  # accumulation precision the kernel is asked to use
-    causal: bool = False
-    causal_align: str = "bottom_right"  # top_left: q_i sees k_j<=i; bottom_right: j<=i+Nkv-Nq
-    #                                     (normalised to bottom_right when causal is false)
-    dropout: float = 0.0
-    layout: str = "BHND"
-    launch: str = "eager"
-    l2: str = "warm"
+    mode: str = field(metadata=_axis("train_fwd | train_fwd_bwd | prefill | decode", "mode"))
+    batch: int = field(metadata=_axis("B", "B"))
+    q_len: int = field(metadata=_axis("query length Nq (1 for decode)", "Nq", length=True))
+    kv_len: int = field(metadata=_axis("key/value length Nkv (KV-cache length for decode)", "Nkv", length=True))
+    q_heads: int = field(metadata=_axis("query heads Hq", "Hq"))
+    kv_heads: int = field(metadata=_axis("key/value heads Hkv (Hq: MHA, 1: MQA, else GQA)", "Hkv"))
+    head_dim: int = field(metadata=_axis("D of Q and K", "D"))
+    head_dim_v: int = field(metadata=_axis("D of V and O", "Dv"))
+    dtype: str = field(default="bf16", metadata=_axis("fp32 | bf16 | fp16", "dtype"))
+    accum: str = field(default="fp32", metadata=_axis("accumulation precision asked for", "accum"))
+    causal: bool = field(default=False, metadata=_axis("1 when a causal mask applies", "causal"))
+    # normalised to bottom_right when causal is false
+    causal_align: str = field(default="bottom_right", metadata=_axis(
+        "top_left (j <= i) or bottom_right (j <= i + Nkv - Nq)", "align"))
+    dropout: float = field(default=0.0, metadata=_axis("dropout probability", "dropout"))
+    layout: str = field(default="BHND", metadata=_axis("BHND or BNHD memory layout of Q, K, V, O", "layout"))
+    launch: str = field(default="eager", metadata=_axis("eager or graph (CUDA graph replay)", "launch"))
+    l2: str = field(default="warm", metadata=_axis(
+        "warm, or cold (L2 flushed before every sample, one call per sample)", "L2"))
 
     def __post_init__(self) -> None:
         # One spelling per semantics: without a mask the alignment means nothing, and 0 == 0.0.

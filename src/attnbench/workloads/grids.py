@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Callable
 
 from . import Workload, WorkloadError
+from . import axes
 
-KI = 1024
+KI = axes.KI
 PREFILL_N = [256, 512, 1 * KI, 2 * KI, 4 * KI, 8 * KI]
 DECODE_N = [512, 1 * KI, 2 * KI, 4 * KI, 8 * KI, 16 * KI]
 
@@ -84,9 +85,6 @@ GRIDS: dict[str, Callable[[], list[Workload]]] = {
     "fa3-paper": fa3_paper,
 }
 
-_LIST_FIELDS = ("mode", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim", "head_dim_v", "dtype",
-                "accum", "causal", "causal_align", "dropout", "layout", "launch", "l2")
-
 
 class GridError(ValueError):
     """A grid that cannot be built (unknown name, malformed file, impossible workload)."""
@@ -103,23 +101,23 @@ def expand_block(block: dict) -> list[Workload]:
     q_len defaults to 1 for decode, kv_heads to q_heads."""
     if not isinstance(block, dict):
         raise GridError(f"each entry of 'workloads' must be a mapping, got {type(block).__name__}")
-    unknown = set(block) - set(_LIST_FIELDS) - {"seqlen"}
+    unknown = set(block) - set(axes.NAMES) - {"seqlen"}
     if unknown:
         raise GridError(f"unknown field(s) in grid block: {', '.join(sorted(unknown))}")
-    axes = {k: (v if isinstance(v, list) else [v]) for k, v in block.items()}
-    if "seqlen" in axes:
-        if "q_len" in axes or "kv_len" in axes:
+    values = {k: (v if isinstance(v, list) else [v]) for k, v in block.items()}
+    if "seqlen" in values:
+        if "q_len" in values or "kv_len" in values:
             raise GridError("give either seqlen or q_len/kv_len in one block, not both")
-        axes["kv_len"] = [parse_size(x) for x in axes.pop("seqlen")]
+        values["kv_len"] = values.pop("seqlen")
     for k in ("mode", "batch", "q_heads", "head_dim"):
-        if k not in axes:
+        if k not in values:
             raise GridError(f"grid block lacks required field {k!r}")
-    names = list(axes)
+    names = list(values)
     out = []
-    for values in itertools.product(*(axes[n] for n in names)):
-        d = dict(zip(names, values))
-        for k in ("q_len", "kv_len"):
-            if k in d:
+    for combo in itertools.product(*(values[n] for n in names)):
+        d = dict(zip(names, combo))
+        for k in names:  # lengths may be written 4k; other values are checked by Workload itself
+            if axes.axis(k).length:
                 d[k] = parse_size(d[k])
         if d.get("mode") == "decode" and "kv_len" not in d:
             raise GridError("a decode block needs kv_len (or seqlen): the KV-cache length")
@@ -163,15 +161,8 @@ def load_yaml_grid(path: str | Path) -> tuple[str, list[Workload]]:
 
 
 def parse_size(x) -> int:
-    """'4k' -> 4096, '512' -> 512, 16384 -> 16384."""
-    if isinstance(x, bool):
-        raise GridError(f"bad length {x!r}")
-    if isinstance(x, int):
-        return x
-    s = str(x).strip().lower()
+    """A length of a grid: '4k' -> 4096 (workloads.axes.parse_size, failing as a GridError)."""
     try:
-        if s.endswith("k"):
-            return int(float(s[:-1]) * KI)
-        return int(s)
-    except ValueError:
-        raise GridError(f"bad length {x!r}: use an integer or a number with k (e.g. 4k)") from None
+        return axes.parse_size(x)
+    except WorkloadError as e:
+        raise GridError(str(e)) from None

@@ -1,0 +1,201 @@
+"""The attempt record: the one definition of a stored row.
+
+Every column is declared once here: its type, what it means, where its value comes from, and which
+statuses carry it. The store's schema, the export columns and docs/schema.md are derived from
+COLUMNS; `AttemptRecord.finish()` is the only way a row is made, so a value that no column declares
+is an error, not a silent drop, and a number a status must not carry (samples of a failed attempt)
+is cleared."""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass
+
+from .status import Status
+from .workloads.axes import AXES
+
+ALL = frozenset(Status)
+RAN = ALL - {Status.OOM_PREDICTED}  # the attempt reached a worker (UNSUPPORTED may come from the library)
+ONLY_OK = frozenset({Status.OK})
+TIMED = frozenset({Status.OK, Status.INCORRECT})  # INCORRECT may be found after timing (KV cache changed)
+
+# where a value comes from
+PLAN = "plan"  # the planner: identity, workload, models
+RUN = "run"  # the run: tag, run id, toolkit (copied from provenance so an exported row stands alone)
+EXECUTOR = "executor"  # where the attempt ran and how long it took as a whole
+ATTEMPT = "attempt"  # measured inside the worker (runner/attempt.py)
+DERIVED = "derived"  # computed from other columns when the record is finished
+
+_SQL = {int: "INTEGER", bool: "INTEGER", float: "REAL", str: "TEXT", list: "TEXT", dict: "TEXT"}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: type  # int | bool | float | str | list | dict (list and dict are stored as JSON text)
+    doc: str
+    origin: str
+    carried_by: frozenset = ALL  # statuses whose rows may hold a value here (others are cleared)
+    required_by: frozenset = frozenset()  # statuses whose rows must hold a value here
+    constraint: str = ""  # SQL constraint, e.g. NOT NULL
+
+    @property
+    def sql(self) -> str:
+        return _SQL[self.type]
+
+    @property
+    def json(self) -> bool:
+        return self.type in (list, dict)
+
+
+def _c(name, type_, doc, origin, carried_by=ALL, required_by=frozenset(), constraint=""):
+    return Column(name, type_, doc, origin, frozenset(carried_by), frozenset(required_by), constraint)
+
+
+_IDENTITY = [
+    _c("attempt_key", str, "identity of the attempt: hash of tag, device model, workload, backend, repeat, seed",
+       PLAN, required_by=ALL, constraint="NOT NULL UNIQUE"),
+    _c("run_id", str, "the invocation that executed the attempt (see runs)", RUN, required_by=ALL,
+       constraint="NOT NULL"),
+    _c("tag", str, "sweep label; resume continues attempts with the same tag", RUN),
+    _c("backend", str, "backend name (e.g. sdpa-flash)", PLAN, required_by=ALL, constraint="NOT NULL"),
+    _c("family", str, "backend library family (reference, sdpa, flex, compile, plugin...)", PLAN),
+    _c("role", str, "contestant, or accuracy_reference (measured, not a fair latency contest)", PLAN),
+    _c("workload_key", str, "hash of every semantic field of the workload", PLAN, required_by=ALL),
+]
+# One column per workload axis (workloads/axes.py): a new Workload field is a new column.
+_WORKLOAD = [_c(a.name, a.type, a.doc, PLAN, required_by=ALL) for a in AXES] + [
+    _c("decode_append", str, "decode only: 'excluded' = appending K/V is not inside the timed step", PLAN),
+    _c("repeat", int, "process-level repeat index (0-based)", PLAN, required_by=ALL),
+]
+_OUTCOME = [
+    _c("status", str, " ".join(s.value for s in Status), ATTEMPT, required_by=ALL, constraint="NOT NULL"),
+    _c("reason", str, "why, for every status but OK", ATTEMPT, carried_by=ALL - ONLY_OK,
+       required_by=ALL - ONLY_OK),
+]
+_TIMING = [
+    _c("median_us", float, "median of samples_us (OK rows)", DERIVED, ONLY_OK, ONLY_OK),
+    _c("p95_us", float, "95th percentile of samples_us", DERIVED, ONLY_OK, ONLY_OK),
+    _c("samples_us", list, "JSON list of raw per-call times in microseconds", ATTEMPT, ONLY_OK, ONLY_OK),
+    _c("calls_per_sample", int, "k calls between one pair of events (block timing)", ATTEMPT, TIMED, ONLY_OK),
+    _c("timer", str, "cuda_event (eager: k calls from the host, host cost included when it is the slower), "
+                     "cuda_graph (replays behind a device-side delay: device time only) or host_clock (CPU)",
+       ATTEMPT, TIMED, ONLY_OK),
+    _c("converged", bool, "1 when the median's 95% half-width reached the target", ATTEMPT, TIMED, ONLY_OK),
+    _c("rel_err", float, "95% half-width of the median over the median at stop", ATTEMPT, TIMED),
+    _c("warmup_calls", int, "calls in the timed warm-up", ATTEMPT, TIMED, ONLY_OK),
+    _c("warmup_us", float, "wall time of the warm-up", ATTEMPT, TIMED, ONLY_OK),
+    _c("wall_s", float, "wall seconds of the whole attempt, including the start of a worker started for it alone",
+       EXECUTOR, required_by=ALL),
+    _c("phases_s", dict, "JSON wall seconds per phase: inputs, prepare, cold_call, check, probe, memory, timing",
+       ATTEMPT, RAN),
+    _c("cold_start_us", float, "first call, compilation and autotuning included (host clock, synchronized)",
+       ATTEMPT, RAN, ONLY_OK),
+    _c("peak_mem_bytes", int, "peak device memory of one call above its inputs (CUDA only)", ATTEMPT, RAN),
+]
+_CORRECTNESS = [
+    _c("max_abs_err", float, "max |x - ref64| over output (and gradients), sampled slices", ATTEMPT, RAN, ONLY_OK),
+    _c("rmse", float, "RMS error of the output against float64", ATTEMPT, RAN, ONLY_OK),
+    _c("cosine", float, "lowest cosine similarity with float64 over checked tensors", ATTEMPT, RAN, ONLY_OK),
+    _c("err_ratio", float, "error over the same-dtype unfused reference's error (pass <= tolerance)", ATTEMPT,
+       RAN, ONLY_OK),
+    _c("ref_err", float, "max abs error of the same-dtype unfused reference against float64", ATTEMPT, RAN,
+       ONLY_OK),
+    _c("check_detail", dict, "JSON per tensor (o, dq, dk, dv): max_abs, ratio, ref_max_abs", ATTEMPT, RAN,
+       ONLY_OK),
+]
+_DISPATCH = [
+    _c("dispatch_status", str, "probed or unprobed", ATTEMPT, RAN, ONLY_OK),
+    _c("dispatch_kernels", list, "JSON list of kernel (CUDA) or operator (CPU) names seen, most time first",
+       ATTEMPT, RAN),
+    _c("dispatch_families", list, "JSON list of kernel families seen", ATTEMPT, RAN),
+    _c("dispatch_main_family", str, "the kernel family that took the most device time (CPU: most calls)",
+       ATTEMPT, RAN),
+    _c("dispatch_attention_family", str, "the attention kernel family that took the most device time; NULL when "
+                                         "no declared attention kernel ran", ATTEMPT, RAN),
+]
+_MODELS = [
+    _c("flops", float, "FLOP model of the timed step (see workloads/cost.py)", PLAN, required_by=ALL),
+    _c("bytes", float, "HBM byte model of the forward step (NULL for fwd+bwd)", PLAN),
+]
+_PLACE = [
+    _c("device_name", str, "device model (e.g. NVIDIA H200) or CPU", EXECUTOR, required_by=ALL),
+    _c("device_index", int, "CUDA device index as the run saw it (after CUDA_VISIBLE_DEVICES)", EXECUTOR),
+    _c("device_uuid", str, "the GPU's UUID (NVML or torch): tells GPUs of one model apart", EXECUTOR),
+]
+_TOOLKIT = [
+    _c("torch_version", str, "torch version the worker ran", RUN),
+    _c("cuda_runtime", str, "CUDA runtime torch was built with (NULL on a CPU build)", RUN),
+    _c("cudnn_version", int, "cuDNN version actually loaded", RUN),
+    _c("driver_version", str, "NVIDIA driver (NVML)", RUN),
+    _c("attnbench_sha", str, "git revision of attnbench (+dirty when the tree had changes)", RUN),
+]
+_CONDITIONS = [
+    _c("sm_clock_mhz", float, "SM clock after timing (NVML)", ATTEMPT, TIMED),
+    _c("mem_clock_mhz", float, "memory clock after timing (NVML)", ATTEMPT, TIMED),
+    _c("temp_c", float, "GPU temperature after timing (NVML)", ATTEMPT, TIMED),
+    _c("power_w", float, "board power after timing (NVML)", ATTEMPT, TIMED),
+    _c("throttle", str, "clock event reasons after timing (NVML)", ATTEMPT, TIMED),
+]
+_WRITTEN = [_c("created_at", str, "UTC time the row was written", EXECUTOR, required_by=ALL)]
+
+COLUMNS: tuple[Column, ...] = tuple(_IDENTITY + _WORKLOAD + _OUTCOME + _TIMING + _CORRECTNESS + _DISPATCH
+                                    + _MODELS + _PLACE + _TOOLKIT + _CONDITIONS + _WRITTEN)
+NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+BY_NAME = {c.name: c for c in COLUMNS}
+JSON_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.json)
+
+
+def names_from(origin: str) -> frozenset[str]:
+    """The columns whose values come from one origin (e.g. what a worker's attempt may report)."""
+    return frozenset(c.name for c in COLUMNS if c.origin == origin)
+
+
+class RecordError(ValueError):
+    """A value no column declares, or a row that lacks what its status requires."""
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """Linear-interpolation quantile, q in [0, 1]."""
+    import numpy as np
+
+    return float(np.percentile(xs, 100 * q))
+
+
+AttemptRecord = dataclasses.make_dataclass(
+    "AttemptRecord", [(c.name, c.type, dataclasses.field(default=None, metadata={"column": c})) for c in COLUMNS],
+    frozen=True)
+AttemptRecord.__module__ = __name__  # picklable by name
+AttemptRecord.__doc__ = "One stored row: a field per column of COLUMNS (see docs/schema.md)."
+
+
+def finish(values: dict) -> "AttemptRecord":
+    """The record of one attempt from the values gathered for it. Raises RecordError on a value that
+    no column declares, or when the status lacks a value it requires; clears the values its status
+    does not carry (a number is only reported when it is true); derives median and p95."""
+    unknown = set(values) - set(NAMES)
+    if unknown:
+        raise RecordError(f"no column for {', '.join(sorted(unknown))} (declare it in attnbench/record.py)")
+    try:
+        status = Status(values.get("status"))
+    except ValueError:
+        raise RecordError(f"unknown status {values.get('status')!r}") from None
+    row = {n: values.get(n) for n in NAMES}
+    for c in COLUMNS:
+        if status not in c.carried_by:
+            row[c.name] = None
+    samples = row["samples_us"]
+    if samples:
+        row["median_us"] = statistics.median(samples)
+        row["p95_us"] = percentile(samples, 0.95)
+    missing = [c.name for c in COLUMNS if status in c.required_by and row[c.name] is None]
+    if status is Status.OK and not samples:
+        missing.insert(0, "samples_us")
+    if missing:
+        raise RecordError(f"{status.value} row of {row.get('backend')} lacks {', '.join(dict.fromkeys(missing))}")
+    return AttemptRecord(**row)
+
+
+def as_row(record) -> dict:
+    """The record as a column -> value dict (what the store writes)."""
+    return dataclasses.asdict(record)
