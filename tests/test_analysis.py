@@ -1,4 +1,4 @@
-"""Summary statistics behind `attnbench show` (analysis/summary.py)."""
+"""Statistics behind `attnbench show` (analysis/): per-backend lines, winners, outcomes, overview, kernels."""
 from __future__ import annotations
 
 import json
@@ -6,8 +6,12 @@ import json
 import pandas as pd
 import pytest
 
-from attnbench.analysis.summary import (SEPARATION_RATIO, best_per_workload, ceilings_by_device, library_kernel,
-                                        per_backend, separation, status_counts)
+from attnbench.analysis.ceilings import ceilings_by_device
+from attnbench.analysis.frames import WORKLOAD_COLS, per_backend
+from attnbench.analysis.kernels import library_kernel
+from attnbench.analysis.outcomes import status_counts
+from attnbench.analysis.overview import run_overview
+from attnbench.analysis.winners import SEPARATION_RATIO, best_per_workload, separation
 from conftest import make_row
 
 RUNS = [{"device_name": "CPU test", "provenance": {"ceilings": {"copy_gbps": 10.0, "matmul_tflops_bf16": 1.0}}}]
@@ -138,8 +142,6 @@ def test_a_clear_winner_needs_ten_percent_and_a_separated_bootstrap():
 
 
 def test_run_overview_wall_over_timed_and_cv_by_launch():
-    from attnbench.analysis.summary import run_overview
-
     rows = []
     # graph: per-repeat medians 10, 10, 12 (CV 0.108); eager: 20, 40 (CV 0.471); one repeat only: no CV
     for rep, med in enumerate((10.0, 10.0, 12.0)):
@@ -164,8 +166,6 @@ def test_run_overview_wall_over_timed_and_cv_by_launch():
 
 
 def test_run_overview_of_an_interrupted_run_ends_at_its_last_row():
-    from attnbench.analysis.summary import run_overview
-
     df = frame([ok(0, "a", 10.0, 0, created_at="2026-01-01T00:00:30Z")])
     o = run_overview(df, [{"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z", "finished_at": None}])
     assert o["sweep_wall_s"] == 30 and o["cv"] == {"pairs": 0} and o["cv_by_launch"] == {}
@@ -175,23 +175,58 @@ CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x1
 INDUCTOR = ["triton_red_fused__softmax_add_0", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"]
 
 
-def test_library_kernel_names_what_a_non_sdpa_backend_ran():
-    assert library_kernel("compile", [CUDNN, "Memset (Device)"]) == "cudnn"
-    assert library_kernel("compile", json.dumps([CUDNN])) == "cudnn"  # as read back from the store
-    assert library_kernel("plugin", ["pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>"]) == "pytorch-flash"
-    assert library_kernel("sdpa", [CUDNN]) is None  # pinned and named after its kernel
-    assert library_kernel("compile", INDUCTOR) is None  # Inductor's own code
-    assert library_kernel("compile", ["Memset (Device)", CUDNN]) is None  # by most device time only
-    assert library_kernel("compile", None) is None and library_kernel("compile", []) is None
+def test_library_kernel_is_the_stored_attention_family_when_it_took_the_most_time():
+    assert library_kernel("compile", "cudnn", "cudnn", [CUDNN]) == "cudnn"
+    assert library_kernel("plugin", "pytorch-flash", "pytorch-flash", []) == "pytorch-flash"
+    assert library_kernel("sdpa", "cudnn", "cudnn", [CUDNN]) is None  # pinned and named after its kernel
+    assert library_kernel("compile", "triton", None, INDUCTOR) is None  # Inductor's own code
+    assert library_kernel("compile", "triton", float("nan"), INDUCTOR) is None  # NULL as pandas reads it
+    # an attention kernel ran, but something else took the most device time
+    assert library_kernel("compile", "unfused-gemm", "cudnn", [CUDNN]) is None
+    # the stored families are believed over the names: no re-classification
+    assert library_kernel("compile", "cudnn", "cudnn", INDUCTOR) == "cudnn"
+    assert library_kernel("compile", "triton", None, [CUDNN]) is None
+
+
+def test_library_kernel_of_rows_from_before_the_stored_families_classifies_the_first_name():
+    for null in (None, float("nan")):
+        assert library_kernel("compile", null, null, [CUDNN, "Memset (Device)"]) == "cudnn"
+        assert library_kernel("plugin", null, null, ["pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>"]) \
+            == "pytorch-flash"
+        assert library_kernel("sdpa", null, null, [CUDNN]) is None
+        assert library_kernel("compile", null, null, INDUCTOR) is None
+        assert library_kernel("compile", null, null, ["Memset (Device)", CUDNN]) is None  # by most device time only
+        assert library_kernel("compile", null, null, None) is None and library_kernel("compile", null, null, []) is None
 
 
 def test_best_and_runner_up_carry_the_library_kernel_they_ran():
-    df = frame([ok(0, "sdpa-cudnn", 10.0, family="sdpa", dispatch_kernels=[CUDNN]),
-                ok(1, "compile", 11.0, 0, family="compile", dispatch_kernels=[CUDNN]),
-                ok(2, "compile", 11.0, 1, family="compile", dispatch_kernels=json.dumps(INDUCTOR)),
-                ok(3, "flex", 30.0, family="flex", dispatch_kernels=["triton_tem_fused_flex_attention_0"])])
+    df = frame([ok(0, "sdpa-cudnn", 10.0, family="sdpa", dispatch_kernels=[CUDNN], dispatch_main_family="cudnn",
+                   dispatch_attention_family="cudnn"),
+                ok(1, "compile", 11.0, 0, family="compile", dispatch_kernels=[CUDNN], dispatch_main_family="cudnn",
+                   dispatch_attention_family="cudnn"),
+                ok(2, "compile", 11.0, 1, family="compile", dispatch_kernels=json.dumps(INDUCTOR),
+                   dispatch_main_family="triton", dispatch_attention_family=None),
+                ok(3, "flex", 30.0, family="flex", dispatch_kernels=["triton_tem_fused_flex_attention_0"],
+                   dispatch_main_family="triton", dispatch_attention_family=None)])
     (row,) = best_per_workload(df, []).to_dict(orient="records")
     assert row["best"] == "sdpa-cudnn" and row["best_kernel"] is None
     assert row["runner_up"] == "compile" and row["runner_up_kernel"] == "cudnn"  # one repeat was rewritten
     pb = per_backend(df).set_index("backend")
     assert pd.isna(pb.loc["flex", "kernel"]) and pb.loc["compile", "kernel"] == "cudnn"
+
+
+def test_per_backend_reads_legacy_kernel_names_when_the_families_are_absent():
+    # a frame without the two family columns (an old import), kernel names as JSON text (as stored)
+    rows = [ok(0, "compile", 11.0, family="compile", dispatch_kernels=json.dumps([CUDNN])),
+            ok(1, "flex", 30.0, family="flex", dispatch_kernels=["triton_tem_fused_flex_attention_0"])]
+    pb = per_backend(frame(rows)).set_index("backend")
+    assert pb.loc["compile", "kernel"] == "cudnn" and pd.isna(pb.loc["flex", "kernel"])
+
+
+def test_workload_columns_are_the_device_and_every_workload_axis():
+    from attnbench.workloads.axes import NAMES
+
+    assert WORKLOAD_COLS == ["device_name", *NAMES]
+    r = ok(0, "a", 10.0, layout="BNHD", dropout=0.0)
+    (row,) = best_per_workload(frame([r]), []).to_dict(orient="records")
+    assert {c: row[c] for c in WORKLOAD_COLS} == {c: r[c] for c in WORKLOAD_COLS}

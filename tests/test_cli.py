@@ -279,18 +279,57 @@ def test_show_with_status(cli, filled):
     assert "name (kernel)" not in out  # no backend ran a library kernel its name does not say
 
 
+CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+
+
+def _show_compiled(cli, db, **compile_row):
+    """`show` of a new store with an SDPA-cuDNN winner and a compile runner-up described by compile_row."""
+    s = Store(db)
+    s.insert_many([make_row(0, backend="sdpa-cudnn", family="sdpa", dispatch_kernels=[CUDNN],
+                            dispatch_main_family="cudnn", dispatch_attention_family="cudnn"),
+                   make_row(0, backend="compile", family="compile", median_us=17.0, attempt_key="k-compile",
+                            **compile_row)])
+    s.close()
+    res = cli("show", "--db", db)
+    assert res.rc == 0, res.err
+    return " ".join(res.out.split())
+
+
 def test_show_names_the_library_kernel_a_compiled_backend_ran(cli, tmp_path):
+    out = _show_compiled(cli, tmp_path / "s.sqlite", dispatch_kernels=[CUDNN], dispatch_main_family="cudnn",
+                         dispatch_attention_family="cudnn")
+    assert "│ sdpa-cudnn │" in out and "│ compile (cudnn) │" in out, out
+    assert "name (kernel): that backend spent most of its device time in this library attention kernel" in out
+
+
+def test_show_takes_the_library_kernel_from_the_stored_families_not_the_names(cli, tmp_path):
+    # the probe's stored families decide; the first name alone would be classified as Triton
+    out = _show_compiled(cli, tmp_path / "a.sqlite", dispatch_kernels=["triton_red_fused__softmax_add_0", CUDNN],
+                         dispatch_main_family="cudnn", dispatch_attention_family="cudnn")
+    assert "│ compile (cudnn) │" in out, out
+    out = _show_compiled(cli, tmp_path / "b.sqlite", dispatch_kernels=[CUDNN], dispatch_main_family="unfused-gemm",
+                         dispatch_attention_family="cudnn")
+    assert "│ compile │" in out and "name (kernel)" not in out, out  # cuDNN ran but did not take the most time
+
+
+def test_show_classifies_the_kernel_names_of_rows_stored_before_the_families(cli, tmp_path):
+    out = _show_compiled(cli, tmp_path / "s.sqlite", dispatch_kernels=[CUDNN])  # both family columns NULL
+    assert "│ compile (cudnn) │" in out, out
+
+
+def test_show_adds_a_column_for_an_axis_that_varies(cli, tmp_path):
     db = tmp_path / "s.sqlite"
     s = Store(db)
-    cudnn = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
-    s.insert_many([make_row(0, backend="sdpa-cudnn", family="sdpa", dispatch_kernels=[cudnn]),
-                   make_row(0, backend="compile", family="compile", dispatch_kernels=[cudnn], median_us=17.0,
-                            attempt_key="k-compile")])
+    s.insert_many([make_row(0, backend="fast"),
+                   make_row(0, backend="fast", layout="BNHD", workload_key="w-bnhd", median_us=20.0,
+                            attempt_key="k-bnhd")])
     s.close()
     res = cli("show", "--db", db)
     out = " ".join(res.out.split())
-    assert res.rc == 0 and "│ sdpa-cudnn │" in out and "│ compile (cudnn) │" in out, out
-    assert "name (kernel): that backend spent most of its device time in this library attention kernel" in out
+    assert res.rc == 0, res.err
+    assert "┃ launch ┃ layout ┃ best ┃" in out, out  # after the always-shown axes, headed by its short name
+    assert "│ eager │ BHND │ fast │ 10.6 │" in out and "│ eager │ BNHD │ fast │ 20.0 │" in out, out
+    assert "┃ L2 ┃" not in out and "┃ Dv ┃" not in out  # constant axes get no column
 
 
 def test_show_without_ok_rows(cli, tmp_path):

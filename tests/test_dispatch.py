@@ -6,8 +6,18 @@ import contextlib
 import pytest
 import torch
 
-from attnbench.measure import dispatch
-from attnbench.measure.dispatch import ATTENTION_FAMILIES, family_of, mismatch, probe
+from attnbench.backends.kernels import KernelFamily
+from attnbench.measure.dispatch import Classifier, default_classifier, probe, summarize
+
+CLASSIFIER = default_classifier()
+family_of = CLASSIFIER.family_of
+ATTENTION_FAMILIES = CLASSIFIER.attention
+
+
+def mismatch(expected, observed):
+    from attnbench.measure.dispatch import mismatch as rule
+
+    return rule(expected, observed, ATTENTION_FAMILIES)
 
 NAMES = [
     # FlashAttention-2 inside PyTorch
@@ -67,9 +77,12 @@ def test_family_of(name, family):
     assert family_of(name) == family
 
 
-def test_attention_families_are_the_four_fused_ones():
+def test_attention_families_are_the_four_fused_ones_sdpa_declares():
+    from attnbench.backends.registry import builtin
+
     assert ATTENTION_FAMILIES == {"pytorch-flash-cpu", "cudnn", "pytorch-flash", "cutlass-fmha"}
-    assert {f for f, _ in dispatch.FAMILY_PATTERNS} >= ATTENTION_FAMILIES
+    declared = {f.name: b.name for b in builtin() for f in b.kernel_patterns}
+    assert set(declared) == ATTENTION_FAMILIES and all(n.startswith("sdpa") for n in declared.values())
 
 
 def test_mismatch_rules():
@@ -107,9 +120,11 @@ def _call(backend_name: str, w):
     from attnbench.measure.step import make_step
 
     b = select([backend_name])[0]
+    from attnbench.backends.base import Prepared
+
     inputs = make_inputs(w, "cpu", 0)
-    fn = b.prepare(w, inputs)
-    return b, make_step(w, fn, inputs), getattr(fn, "context", None) or contextlib.nullcontext()
+    prepared = Prepared.of(b.prepare(w, inputs))
+    return b, make_step(w, prepared, inputs), prepared.context or contextlib.nullcontext()
 
 
 def _w(**kw):
@@ -152,3 +167,104 @@ def test_probe_of_plain_python_step_and_failing_step():
 
     p = probe(boom, "cpu")
     assert p.status == "unprobed" and "kernel exploded" in p.error and p.families == []
+
+
+# ---- families declared by a backend (a plugin's own kernels) -------------------------------------
+
+FA_X = KernelFamily("fa-x", r"^fax_attention_kernel|flash_attn_x::", attention=True)
+
+
+def test_a_plugin_declared_family_is_recognised_and_wins_over_generic_names():
+    c = Classifier([FA_X])
+    # "gemm" in the name would make it an unfused GEMM; the declared attention family matches first
+    assert c.family_of("fax_attention_kernel_gemm_sm90") == "fa-x"
+    assert c.family_of("void flash_attn_x::fwd<128>") == "fa-x"
+    assert c.family_of("fax_attention_kernel") == "fa-x" and "fa-x" in c.attention
+    assert default_classifier().family_of("fax_attention_kernel_gemm_sm90") == "unfused-gemm"  # undeclared
+
+
+def test_two_declarations_of_one_family_match_either_pattern():
+    c = Classifier([KernelFamily("lib", r"^liba_"), KernelFamily("lib", r"^libb_")])
+    assert c.family_of("liba_x") == c.family_of("libb_y") == "lib"
+
+
+def test_undeclared_attention_kernel_of_a_plugin_family_is_a_mismatch():
+    from attnbench.measure.dispatch import mismatch as rule
+
+    c = Classifier([FA_X] + list(CLASSIFIER_DECLARED()))
+    assert rule(frozenset({"unfused-gemm"}), ["unfused-gemm", "fa-x"], c.attention) is not None
+    assert rule(frozenset({"fa-x"}), ["fa-x", "triton"], c.attention) is None
+
+
+def CLASSIFIER_DECLARED():
+    from attnbench.backends.registry import builtin
+
+    return [f for b in builtin() for f in b.kernel_patterns]
+
+
+def test_summary_keeps_the_main_family_and_the_main_attention_family():
+    from collections import Counter
+
+    c = Classifier([FA_X] + CLASSIFIER_DECLARED())
+    p = summarize(Counter({"fax_attention_kernel": 50, "nvjet_gemm": 30, "nvjet_gemm2": 30,
+                           "cudnn_generated_fort_native_sdpa": 10, "elementwise": 5}), c)
+    assert p.main_family == "unfused-gemm"  # 60 units of device time across two GEMM kernels
+    assert p.attention_family == "fa-x" and p.families == ["cudnn", "fa-x", "unfused-gemm"]
+    assert p.kernels[0] == "fax_attention_kernel"
+    p = summarize(Counter({"aten::mm": 3}), c)
+    assert p.main_family == "unfused-gemm" and p.attention_family is None
+
+
+PLUGIN = """
+from attnbench.backends.base import Backend, Prepared
+from attnbench.backends.kernels import KernelFamily
+from attnbench.backends.layout import from_bhnd, to_bhnd
+
+
+class SoftmaxLib(Backend):
+    # softmax through torch.softmax: on CPU its operator is aten::_softmax, which no built-in
+    # family names; the plugin declares it as its own attention family
+    def prepare(self, w, inputs):
+        import torch
+
+        q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        g = w.q_heads // w.kv_heads
+
+        def step():
+            kk, vv = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+            p = torch.softmax((q @ kk.transpose(-1, -2)) * inputs.scale, -1)
+            return from_bhnd(p @ vv, w.layout)
+
+        return Prepared(step=step)
+
+
+BACKENDS = [SoftmaxLib(name="softmax-lib", family="plugin", modes=("prefill",), devices=("cpu",),
+                       kernel_families={"cpu": frozenset({"softmax-lib"})},
+                       kernel_patterns=(KernelFamily("softmax-lib", r"^aten::_softmax$", attention=True),))]
+"""
+
+
+@pytest.mark.slow
+def test_a_plugin_declares_its_kernel_names_end_to_end(tmp_path):
+    """Through the CLI and a spawned worker: the probe recognises the plugin's own kernel family, the
+    row is OK and stores the main families; the same backend declaring another family is a
+    DISPATCH_MISMATCH."""
+    from attnbench.cli.main import main
+    from conftest import rows_of
+
+    plugin = tmp_path / "softmaxlib.py"
+    plugin.write_text(PLUGIN)
+    liar = tmp_path / "liar.py"
+    liar.write_text(PLUGIN.replace('frozenset({"softmax-lib"})', 'frozenset({"pytorch-flash-cpu"})')
+                    .replace('name="softmax-lib"', 'name="softmax-liar"'))
+    db = tmp_path / "p.sqlite"
+    assert main(["run", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false",
+                 "--plugin", str(plugin), "--plugin", str(liar), "--backends", "softmax-lib,softmax-liar",
+                 "--db", str(db), "--max-time", "0.05"]) == 0
+    rows = {r["backend"]: r for r in rows_of(db)}
+    ok = rows["softmax-lib"]
+    assert ok["status"] == "OK", ok["reason"]
+    assert "softmax-lib" in ok["dispatch_families"] and ok["dispatch_attention_family"] == "softmax-lib"
+    assert ok["dispatch_main_family"] in ("softmax-lib", "unfused-gemm")
+    bad = rows["softmax-liar"]
+    assert bad["status"] == "DISPATCH_MISMATCH" and "pytorch-flash-cpu" in bad["reason"]

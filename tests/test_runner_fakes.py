@@ -16,7 +16,6 @@ from attnbench.backends.registry import load_plugin_file
 from attnbench.runner import attempt
 from attnbench.runner.planner import plan
 from attnbench.status import ORDER, Status
-from attnbench.runner.sweep import SweepConfig, make_row, percentile
 from attnbench.workloads import Workload
 from attnbench.workloads.grids import load_yaml_grid
 from conftest import ALL_FAKES, FAKES, TINY_GRID, rows_of
@@ -110,27 +109,6 @@ def test_poisoned_output_buffer_is_refilled_between_attempts():
 
 
 # ---- rows ----------------------------------------------------------------------------------------
-
-def test_percentile():
-    assert percentile([1, 2, 3, 4, 5], 0.5) == 3
-    assert percentile([1, 2, 3, 4, 5], 1.0) == 5
-    assert percentile([1, 2, 3, 4, 5], 0.0) == 1
-    assert percentile([10, 20], 0.95) == pytest.approx(19.5)
-    assert percentile([7.0], 0.95) == 7.0
-
-
-def test_make_row_reports_numbers_only_for_ok():
-    (a,) = plan([PREFILL], [fakes()["fake-good"]], DeviceInfo("cpu", "CPU x"), 1, "t", 0)
-    cfg = SweepConfig(tag="t")
-    ok = make_row(a, {"status": "OK", "samples_us": [3.0, 1.0, 2.0, 10.0], "wall_s": 0.5, "junk": 1}, "run", cfg,
-                  DeviceInfo("cpu", "CPU x"), None)
-    assert ok["median_us"] == 2.5 and ok["p95_us"] == pytest.approx(percentile([1, 2, 3, 10], 0.95))
-    assert "junk" not in ok and ok["causal"] == 0 and ok["attempt_key"] == a.key and ok["tag"] == "t"
-    assert ok["flops"] == 2 * 1 * 2 * 32 * 32 * 32 and ok["device_name"] == "CPU x" and ok["decode_append"] is None
-    bad = make_row(a, {"status": "INCORRECT", "reason": "x", "samples_us": [1.0, 2.0]}, "run", cfg,
-                   DeviceInfo("cpu", "CPU x"), None)
-    assert bad["samples_us"] is None and "median_us" not in bad
-
 
 def test_status_order_is_the_documented_one():
     assert ORDER == ["OK", "UNSUPPORTED", "OOM_PREDICTED", "OOM", "INCORRECT", "DISPATCH_MISMATCH", "TIMEOUT",
@@ -288,8 +266,8 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
     """Every worker a repeat needs is started before the first one is waited for, so their start-up
     overlaps; nothing is timed while they start."""
     from attnbench.backends.registry import select
-    from attnbench.runner import sweep as sweep_mod
-    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.runner import local as local_mod
+    from attnbench.runner.local import LocalConfig, LocalExecutor
     from attnbench.workloads.grids import get_grid
 
     events = []
@@ -306,10 +284,10 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(sweep_mod, "Worker", FakeWorker)
+    monkeypatch.setattr(local_mod, "Worker", FakeWorker)
     backends = select(["sdpa-math", "flex", "compile"])
     attempts = plan(get_grid("smoke")[2:3], backends, DeviceInfo("cpu"), 1, "t", 0)
-    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    sw = LocalExecutor(LocalConfig())
     sw._prestart({sw._slot(a.backend) for a in attempts})
     assert [e[0] for e in events] == ["start"] * 3 + ["ready"] * 3
     assert sorted(e[1] for e in events if e[0] == "start") == [False, True, True]  # compilers warmed for flex/compile
@@ -318,17 +296,20 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
 
 def test_isolation_slots():
     from attnbench.backends.registry import select
-    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.runner.local import LocalConfig, LocalExecutor
     from attnbench.workloads.grids import get_grid
 
     w = get_grid("smoke")[2]
     by_name = {b.name: b for b in select(["sdpa-math", "flex"])}
     attempts = {a.backend.name: a.backend for a in plan([w], list(by_name.values()), DeviceInfo("cpu"), 1, "t", 0)}
-    relaxed = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "r")
-    strict = Sweep(None, SweepConfig(strict_isolation=True), DeviceInfo("cpu"), "r")
+    relaxed = LocalExecutor(LocalConfig())
+    strict = LocalExecutor(LocalConfig(strict_isolation=True))
     assert relaxed._slot(attempts["sdpa-math"]) == strict._slot(attempts["sdpa-math"]) == "shared"
     assert relaxed._slot(attempts["flex"]) == "backend:flex"
     assert strict._slot(attempts["flex"]) is None  # a fresh process for this attempt alone
+
+
+FAKE_PROVENANCE = {"torch": "x", "device": {"type": "cpu", "name": "CPU fake", "total_memory": 1 << 30}}
 
 
 class _RecordingWorker:
@@ -355,10 +336,10 @@ class _RecordingWorker:
 
 
 def test_release_asks_only_the_workers_that_served_the_workload_and_all_at_once():
-    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.runner.local import LocalConfig, LocalExecutor
 
     events = []
-    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    sw = LocalExecutor(LocalConfig())
     sw.workers = {s: _RecordingWorker(s, events) for s in ("shared", "backend:flex", "backend:compile")}
     sw.used = {"shared", "backend:flex"}
     sw._release()
@@ -372,10 +353,10 @@ def test_release_asks_only_the_workers_that_served_the_workload_and_all_at_once(
 
 
 def test_close_stops_every_worker_before_waiting_for_any():
-    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.runner.local import LocalConfig, LocalExecutor
 
     events = []
-    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    sw = LocalExecutor(LocalConfig())
     sw.workers = {s: _RecordingWorker(s, events) for s in ("shared", "backend:flex", "backend:compile")}
     sw.close()
     kinds = [e[0] for e in events]
@@ -384,8 +365,8 @@ def test_close_stops_every_worker_before_waiting_for_any():
 
 
 def test_an_interrupted_prestart_leaves_no_started_worker(monkeypatch):
-    from attnbench.runner import sweep as sweep_mod
-    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.runner import local as local_mod
+    from attnbench.runner.local import LocalConfig, LocalExecutor
 
     events = []
 
@@ -403,8 +384,8 @@ def test_an_interrupted_prestart_leaves_no_started_worker(monkeypatch):
         def kill(self):
             events.append(("kill", self.n))
 
-    monkeypatch.setattr(sweep_mod, "Worker", FakeWorker)
-    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
+    monkeypatch.setattr(local_mod, "Worker", FakeWorker)
+    sw = LocalExecutor(LocalConfig())
     with pytest.raises(KeyboardInterrupt):
         sw._prestart({"shared", "backend:flex", "backend:compile"})
     # worker 0 was ready and stays with the sweep (close() stops it); 1 and 2 are killed
@@ -414,8 +395,8 @@ def test_an_interrupted_prestart_leaves_no_started_worker(monkeypatch):
 
 def test_first_repeat_workers_start_together_and_are_ready_before_the_provenance(monkeypatch):
     from attnbench.backends.registry import select
-    from attnbench.runner import sweep as sweep_mod
-    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.runner import local as local_mod
+    from attnbench.runner.local import LocalConfig, LocalExecutor
 
     events = []
 
@@ -431,16 +412,18 @@ def test_first_repeat_workers_start_together_and_are_ready_before_the_provenance
 
         def call(self, msg, timeout):
             events.append(("call", msg["op"]))
-            return {"ok": True, "provenance": {"torch": "x"}}
+            return {"ok": True, "provenance": FAKE_PROVENANCE}
 
-    monkeypatch.setattr(sweep_mod, "Worker", FakeWorker)
-    sw = Sweep(None, SweepConfig(), DeviceInfo("cpu"), "run")
-    prov = sw.provenance(select(["sdpa-math", "flex"]))
+    monkeypatch.setattr(local_mod, "Worker", FakeWorker)
+    sw = LocalExecutor(LocalConfig())
+    started = sw.start("cpu", select(["sdpa-math", "flex"]))
     # both start without waiting; both handshakes come before the ceilings are measured
     assert events == [("start", True, False), ("start", False, False), ("ready", True), ("ready", False),
                       ("call", "provenance")]
     assert set(sw.workers) == {"shared", "backend:flex"}
-    assert prov == {"torch": "x"}  # what the shared worker measured, as it measured it
+    assert started.provenance == FAKE_PROVENANCE  # what the shared worker measured, as it measured it
+    assert started.device == DeviceInfo("cpu", "CPU fake", None, 1 << 30)
+    assert started.placement.device_name == "CPU fake" and started.placement.device_index is None
     from attnbench.runner.worker import run_provenance  # ... which includes the compile workers' settings
 
     assert "TORCHINDUCTOR_COMPILE_THREADS" in run_provenance("cpu", 0, measure_ceilings=False)["compile_workers_env"]
@@ -487,8 +470,9 @@ def test_a_resumed_sweep_keeps_the_workers_started_for_the_provenance(monkeypatc
     """Repeat 0 already stored: the workers started with the provenance serve repeat 1 (they are
     fresh processes); only the next repeat gets new ones."""
     from attnbench.backends.registry import select
-    from attnbench.runner import sweep as sweep_mod
-    from attnbench.runner.sweep import Sweep, SweepConfig
+    from attnbench.runner import local as local_mod
+    from attnbench.runner.conduct import RunRequest, conduct
+    from attnbench.runner.local import LocalConfig, LocalExecutor
     from attnbench.store.db import Store
     from attnbench.workloads.grids import get_grid
 
@@ -504,7 +488,7 @@ def test_a_resumed_sweep_keeps_the_workers_started_for_the_provenance(monkeypatc
 
         def call(self, msg, timeout):
             if msg["op"] == "provenance":
-                return {"ok": True, "provenance": {}}
+                return {"ok": True, "provenance": FAKE_PROVENANCE}
             return {"status": "UNSUPPORTED", "reason": "fake"}
 
         def send(self, msg):
@@ -519,17 +503,15 @@ def test_a_resumed_sweep_keeps_the_workers_started_for_the_provenance(monkeypatc
         def close(self, timeout=10.0):
             self.stopped = True
 
-    monkeypatch.setattr(sweep_mod, "Worker", FakeWorker)
+    monkeypatch.setattr(local_mod, "Worker", FakeWorker)
     store = Store(tmp_path / "s.sqlite")
-    attempts = plan(get_grid("smoke")[:1], select(["sdpa-math"]), DeviceInfo("cpu"), 3, "t", 0)
-    sw = Sweep(store, SweepConfig(), DeviceInfo("cpu"), "run")
-    sw.run([a for a in attempts if a.repeat == 0])  # an earlier invocation stored repeat 0
-    assert len(started) == 1
+    req = RunRequest("cpu", get_grid("smoke")[:1], select(["sdpa-math"]), repeats=1, tag="t")
+    report = conduct(LocalExecutor(LocalConfig()), store, req)  # an earlier invocation stored repeat 0
+    assert dict(report.counts) == {"UNSUPPORTED": 1} and len(started) == 1
     started.clear()
-    sw = Sweep(store, SweepConfig(), DeviceInfo("cpu"), "run2")
-    sw.provenance(select(["sdpa-math"]))
+    req.repeats = 3
+    report = conduct(LocalExecutor(LocalConfig()), store, req)
     first = started[0]
-    counts = sw.run(attempts)
-    assert counts == {"UNSUPPORTED": 2}  # repeats 1 and 2
+    assert dict(report.counts) == {"UNSUPPORTED": 2} and report.resumed == 1  # repeats 1 and 2
     assert len(started) == 2 and first.stopped  # one more worker, for repeat 2 only
     store.close()

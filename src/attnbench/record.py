@@ -109,7 +109,7 @@ _DISPATCH = [
     _c("dispatch_kernels", list, "JSON list of kernel (CUDA) or operator (CPU) names seen, most time first",
        ATTEMPT, RAN),
     _c("dispatch_families", list, "JSON list of kernel families seen", ATTEMPT, RAN),
-    _c("dispatch_main_family", str, "the kernel family that took the most device time (CPU: most calls)",
+    _c("dispatch_main_family", str, "the recognised kernel family that took the most device time (CPU: most calls)",
        ATTEMPT, RAN),
     _c("dispatch_attention_family", str, "the attention kernel family that took the most device time; NULL when "
                                          "no declared attention kernel ran", ATTEMPT, RAN),

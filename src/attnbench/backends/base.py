@@ -1,8 +1,24 @@
-"""The Backend contract: declared capabilities, supports() with a reason, prepare() -> callable."""
+"""The Backend contract, in one place.
+
+A backend is a `Backend` (usually a subclass in a file of its own) that declares:
+- what it can run: modes, dtypes, devices, head dims, GQA, layouts, graph capture, minimum compute
+  capability (`supports()` applies them and returns a one-line reason; `extra_supports()` adds the
+  backend's own limits);
+- which kernel families the dispatch probe must see when it runs (`kernel_families`, per device
+  type), and how its library's kernels are named (`kernel_patterns`, so the probe can tell them
+  from anyone else's);
+- how it must be isolated (`isolation`), and its memory need (`memory_estimate()`);
+and implements `prepare(workload, inputs) -> Prepared` (a bare zero-argument callable is accepted
+and means `Prepared(step=callable)`). Built-ins are listed in backends/registry.py; plugins enter
+through the same door (`--plugin FILE.py` or the `attnbench.backends` entry-point group) and pass
+the same gates."""
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from .kernels import KernelFamily
 
 from ..workloads import MODES, Workload
 from ..workloads.cost import input_bytes
@@ -49,6 +65,37 @@ class Inputs:
 
 
 @dataclass
+class Prepared:
+    """What prepare() returns for one attempt.
+
+    step: the zero-argument forward call that is timed, returning O in the workload's layout.
+      State a call needs (a plan, a workspace, a cache position) lives in its closure; the runner
+      calls it as it is, many times, and checks its results.
+    first_call: made instead of `step` for the very first call (compilation and autotuning land
+      in cold_start_us); raise `Rejected` there when the library refuses the configuration.
+    context: a context manager the runner holds for the whole attempt (e.g. pinning SDPA's kernel),
+      entered once so its cost is not charged to every timed call.
+    backward: for train_fwd_bwd, `backward(out, d_out) -> (dQ, dK, dV)` when the library's
+      backward is not torch autograd; by default autograd differentiates `step`'s output.
+    state: objects to keep alive for the attempt and release after it (wrappers, buffers)."""
+
+    step: Callable[[], Any]
+    first_call: Callable[[], Any] | None = None
+    context: AbstractContextManager | None = None
+    backward: Callable[[Any, Any], tuple] | None = None
+    state: Any = None
+
+    @classmethod
+    def of(cls, prepared) -> "Prepared":
+        """prepare()'s result as a Prepared (a bare callable is its step)."""
+        if isinstance(prepared, Prepared):
+            return prepared
+        if callable(prepared):
+            return cls(step=prepared)
+        raise TypeError(f"prepare() returned {type(prepared).__name__}, not a Prepared or a callable")
+
+
+@dataclass
 class Backend:
     """A backend declares what it can run; the runner enforces every gate the same way for all.
 
@@ -58,6 +105,7 @@ class Backend:
     family: str  # library family: reference, sdpa, flex, compile, plugin, ...
     role: str = CONTESTANT  # contestant | accuracy_reference
     kernel_families: dict[str, frozenset[str]] = field(default_factory=dict)  # device type -> families
+    kernel_patterns: tuple[KernelFamily, ...] = ()  # how this library's kernels are named
     modes: tuple[str, ...] = MODES
     dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")
     devices: tuple[str, ...] = ("cpu", "cuda")
@@ -128,8 +176,9 @@ class Backend:
         return int(input_bytes(w) * 1.5)
 
     # ---- execution ----------------------------------------------------------------------------
-    def prepare(self, w: Workload, inputs: Inputs) -> Callable[[], Any]:
-        """Return a zero-argument forward callable producing O in the workload's layout."""
+    def prepare(self, w: Workload, inputs: Inputs) -> Prepared | Callable[[], Any]:
+        """The attempt's step (see Prepared), built on `inputs` (never copied: a backend that needs
+        another layout converts inside its step, where the cost is timed)."""
         raise NotImplementedError
 
     def describe(self) -> dict:
@@ -141,5 +190,7 @@ class Backend:
             "modes": list(self.modes),
             "dtypes": list(self.dtypes),
             "devices": list(self.devices),
+            "kernel_families": {k: sorted(v) for k, v in self.kernel_families.items()},
+            "kernel_patterns": [f.name for f in self.kernel_patterns],
             "description": self.description,
         }

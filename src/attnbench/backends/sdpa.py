@@ -5,10 +5,21 @@ import warnings
 
 from ..workloads import Workload
 from ..workloads.cost import input_bytes, score_matrix_bytes
-from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Rejected
+from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Prepared, Rejected
+from .kernels import KernelFamily
 from .layout import from_bhnd, sdpa_mask_args, to_bhnd
 
 _REFUSALS = ("No viable backend", "No available kernel")
+
+# How the kernels behind SDPA are named (CUDA kernel names; the CPU flash kernel by its operator).
+KERNELS = (
+    KernelFamily("pytorch-flash-cpu", r"_scaled_dot_product_flash_attention_for_cpu", attention=True),
+    KernelFamily("cudnn", r"cudnn|fort_native_sdpa", attention=True, ignore_case=True),
+    KernelFamily("pytorch-flash", r"pytorch_flash|flash_fwd|flash_bwd|_flash_attention_(forward|backward)",
+                 attention=True),
+    KernelFamily("cutlass-fmha", r"fmha_cutlass|efficient_attention|attention_kernel_batched|fmha", attention=True,
+                 ignore_case=True),
+)
 
 
 class Sdpa(Backend):
@@ -45,9 +56,7 @@ class Sdpa(Backend):
                     why = "; ".join(dict.fromkeys(str(c.message).split("\n")[0] for c in caught))
                     raise Rejected(f"SDPA refused {self.kernel}: {why or str(e).splitlines()[0]}") from None
 
-        fn.first_call = first_call
-        fn.context = sdpa_kernel(pinned)  # held by the runner for the whole attempt
-        return fn
+        return Prepared(step=fn, first_call=first_call, context=sdpa_kernel(pinned))
 
     def memory_estimate(self, w: Workload) -> int:
         if self.kernel == "MATH":
@@ -57,9 +66,9 @@ class Sdpa(Backend):
 
 
 def make() -> list[Backend]:
-    fused = dict(family="sdpa", role=CONTESTANT)
+    fused = dict(family="sdpa", role=CONTESTANT, kernel_patterns=KERNELS)
     out = [
-        Sdpa(name="sdpa-math", family="sdpa", role=ACCURACY_REFERENCE,
+        Sdpa(name="sdpa-math", family="sdpa", role=ACCURACY_REFERENCE, kernel_patterns=KERNELS,
              kernel_families={"cuda": frozenset({"unfused-gemm"}), "cpu": frozenset({"unfused-gemm"})},
              description="SDPA pinned to its math (unfused) kernel"),
         Sdpa(name="sdpa-flash", kernel_families={"cuda": frozenset({"pytorch-flash"}),

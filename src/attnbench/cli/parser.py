@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
+from ..workloads.axes import NAMES as AXIS_NAMES
 
 DEFAULT_DB = "attnbench.sqlite"
 EPILOG = """Every attempt (workload × backend × repeat) becomes exactly one row with a status:
@@ -53,6 +54,9 @@ def build_parser() -> Parser:
     r.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                    help="load backends from a Python file (BACKENDS list or backends()); repeatable")
     r.add_argument("--seqlen", type=_csv, help="keep only these KV lengths, e.g. 1k,4k")
+    r.add_argument("--where", action="append", metavar="AXIS=V1,V2",
+                   help="keep only workloads whose AXIS is one of the values; repeatable; AXIS is any workload "
+                        f"field ({', '.join(AXIS_NAMES)}), e.g. --where launch=graph --where batch=1,8")
     r.add_argument("--causal", choices=("true", "false", "both"), default="both", help="keep causal, non-causal or both")
     r.add_argument("--dtype", type=_csv, help="keep only these dtypes, e.g. bf16,fp16")
     r.add_argument("--timeout", type=float, default=300.0, metavar="S",

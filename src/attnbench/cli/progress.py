@@ -1,43 +1,67 @@
-"""Rich progress bar with ETA and live counts per status, and the end-of-sweep summary."""
+"""The run's observer on a terminal: a spinner while the executor starts, a progress bar with ETA
+and live counts per status, and the end-of-run summary."""
 from __future__ import annotations
 
 from collections import Counter
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..runner.conduct import Observer
 from ..status import ORDER
 
 COLORS = {"OK": "green", "UNSUPPORTED": "dim", "OOM_PREDICTED": "yellow", "OOM": "yellow", "INCORRECT": "red",
           "DISPATCH_MISMATCH": "magenta", "TIMEOUT": "red", "CRASH": "red", "ERROR": "red"}
 
 
-class SweepProgress:
-    def __init__(self, total: int, console: Console):
+class SweepProgress(Observer):
+    """Use as a context manager around conduct(): the bar is closed however the run ends."""
+
+    def __init__(self, console: Console):
+        self.console = console
         self.counts: Counter = Counter()
         self.skipped = 0
+        self.spinner = None
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                                  TextColumn("{task.fields[counts]}"), console=console)
-        self.task = self.progress.add_task("sweep", total=total, counts="")
+        self.task = None
 
     def __enter__(self):
-        self.progress.__enter__()
         return self
 
     def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)
+        self._stop_spinner()
+        if self.task is not None:
+            self.progress.stop()
+        return False
 
-    def update(self, row: dict) -> None:
-        if row["status"] == "SKIPPED":
-            self.skipped += 1
-        else:
-            self.counts[row["status"]] += 1
+    def _stop_spinner(self) -> None:
+        if self.spinner is not None:
+            self.spinner.stop()
+            self.spinner = None
+
+    def starting(self, device: str) -> None:
+        self.spinner = self.console.status(f"starting workers on {device} and measuring its ceilings...")
+        self.spinner.start()
+
+    def begin(self, total: int, resumed: int, retried: int) -> None:
+        self._stop_spinner()
+        if retried:
+            self.console.print(f"retrying {retried} attempts that ended TIMEOUT, CRASH or ERROR")
+        self.skipped = resumed
+        self.task = self.progress.add_task("sweep", total=total, completed=resumed, counts=self._counts())
+        self.progress.start()
+
+    def _counts(self) -> str:
         text = " ".join(f"[{COLORS[s]}]{s} {self.counts[s]}[/]" for s in ORDER if self.counts[s])
-        if self.skipped:
-            text += f" [dim]resumed-past {self.skipped}[/]"
-        desc = f"{row['backend'][:16]:<16}"
-        self.progress.update(self.task, advance=1, counts=text, description=desc)
+        return text + (f" [dim]resumed-past {self.skipped}[/]" if self.skipped else "")
+
+    def row(self, row: dict) -> None:
+        self.counts[row["status"]] += 1
+        desc = escape(f"{row['backend'][:16]:<16}")
+        self.progress.update(self.task, advance=1, counts=self._counts(), description=desc)
 
 
 def summary(console: Console, store, counts: Counter, skipped: int, db, overhead: dict | None = None) -> None:
@@ -47,5 +71,5 @@ def summary(console: Console, store, counts: Counter, skipped: int, db, overhead
     if overhead:
         console.print("sweep overhead outside attempts: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s"
                                                                     for k, v in overhead.items()))
-    console.print(f"store: {db} ({store.count()} attempts)")
-    console.print(f"see results: [bold]attnbench show --db {db}[/]")
+    console.print(f"store: {escape(str(db))} ({store.count()} attempts)")
+    console.print(f"see results: [bold]attnbench show --db {escape(str(db))}[/]")

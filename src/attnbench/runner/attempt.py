@@ -5,7 +5,7 @@ import contextlib
 import logging
 import time
 
-from ..backends.base import Backend, Rejected
+from ..backends.base import Backend, Prepared, Rejected
 from ..measure import correctness, dispatch, memory, nvml, timing
 from ..measure.inputs import make_inputs
 from ..measure.step import make_step
@@ -45,8 +45,9 @@ def _kv_fingerprint(inputs):
         return [t.detach().clone() for t in (inputs.k, inputs.v)]
 
 
-def run(spec: dict, backend: Backend, cache: WorkloadCache) -> dict:
-    """Returns the measured fields of the row; raises nothing but broken-context errors."""
+def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None = None) -> dict:
+    """The values this attempt measured (record columns of origin "attempt", see attnbench/record.py),
+    plus "fatal" when the worker's CUDA context is broken. Every failure becomes a status."""
     import torch
 
     w = Workload.from_dict(spec["workload"])
@@ -59,13 +60,14 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache) -> dict:
             inputs, ref = cache.get(w, device, seed)
             inputs.out.fill_(float("nan"))
         with clock("prepare"):
-            fwd = backend.prepare(w, inputs)
+            prepared = Prepared.of(backend.prepare(w, inputs))
         with contextlib.ExitStack() as stack:
             # A backend may need state held for the whole attempt (e.g. SDPA's kernel pin), entered
             # once so that its cost is not charged to every timed call.
-            if getattr(fwd, "context", None) is not None:
-                stack.enter_context(fwd.context)
-            return _measure(w, fwd, inputs, ref, backend, spec, device, res, clock)
+            if prepared.context is not None:
+                stack.enter_context(prepared.context)
+            return _measure(w, prepared, inputs, ref, backend, spec, device, res, clock,
+                            classifier or dispatch.default_classifier())
     except (Rejected, timing.GraphCaptureError) as e:  # the library or the graph capture refused it
         return {**res, "status": Status.UNSUPPORTED.value, "reason": str(e)}
     except (torch.OutOfMemoryError, MemoryError) as e:
@@ -111,13 +113,13 @@ class _Phases:
             self.into[name] = round(self.into.get(name, 0.0) + time.perf_counter() - t0, 4)
 
 
-def _measure(w, fwd, inputs, ref, backend, spec, device, res, clock) -> dict:
+def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classifier) -> dict:
     import torch
 
     with clock("cold_call"):
         memory.poison_allocator(inputs.out.numel() * inputs.out.element_size(), device)
-        out, res["cold_start_us"] = timing.cold_call(make_step(w, fwd, inputs, first=True), device)
-    step = make_step(w, fwd, inputs)
+        out, res["cold_start_us"] = timing.cold_call(make_step(w, prepared, inputs, first=True), device)
+    step = make_step(w, prepared, inputs)
     with clock("check"):
         verdict = correctness.check(w, out, inputs, ref, spec.get("tol", correctness.DEFAULT_TOL))
         del out
@@ -126,10 +128,10 @@ def _measure(w, fwd, inputs, ref, backend, spec, device, res, clock) -> dict:
     if not verdict.passed:
         return {**res, "status": Status.INCORRECT.value, "reason": verdict.reason}
     with clock("probe"):
-        pr = dispatch.probe(step, device)
-    res.update(dispatch_kernels=pr.kernels, dispatch_families=pr.families, dispatch_status=pr.status)
+        pr = dispatch.probe(step, device, classifier)
+    res.update(pr.to_record())
     if pr.status == "probed":
-        why = dispatch.mismatch(backend.expected_kernels(device.split(":")[0]), pr.families)
+        why = dispatch.mismatch(backend.expected_kernels(device.split(":")[0]), pr.families, classifier.attention)
         if why:
             return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": why}
     with clock("memory"):

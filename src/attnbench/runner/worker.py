@@ -75,7 +75,10 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
         from ..backends.registry import all_backends
         from . import attempt
 
+        from ..measure.dispatch import Classifier
+
         backends = {b.name: b for b in all_backends(plugins)}
+        classifier = Classifier.from_backends(backends.values())  # every loaded backend's kernel names
     except Exception as e:
         conn.send({"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
@@ -107,7 +110,7 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
                 conn.send({"ok": False, "error": f"{type(e).__name__}: {e}"})
             continue
         if op == "attempt":
-            res = attempt.run(msg, backends[msg["backend"]], cache)
+            res = attempt.run(msg, backends[msg["backend"]], cache, classifier)
             if res.get("status") != "OK":
                 cache.clear()  # a failed backend may have scribbled on the shared inputs
             conn.send(res)

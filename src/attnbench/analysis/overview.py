@@ -1,0 +1,60 @@
+"""How a store's sweep went: outcomes, wall time against timed device time, agreement of repeats."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .frames import json_list
+
+
+def _seconds(start, end) -> float | None:
+    if not start or not end:
+        return None
+    return (pd.Timestamp(end) - pd.Timestamp(start)).total_seconds()
+
+
+def repeat_cv(df: pd.DataFrame) -> pd.Series:
+    """Coefficient of variation (sample std / mean) of the per-repeat medians, one value per
+    (device, workload, backend) with OK rows in two or more repeats."""
+    ok = df[(df["status"] == "OK") & df["median_us"].notna()]
+    g = ok.groupby(["device_name", "workload_key", "backend"])["median_us"]
+    cv = g.std(ddof=1) / g.mean()
+    return cv[g.count() >= 2].dropna()
+
+
+def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
+    """How a store's sweep went: attempts per status; sweep wall time (the runs' start to finish, or
+    to their last row if interrupted) over the summed timed device time (every sample × its calls);
+    and how well repeats agree (CV of per-repeat medians over workload × backend)."""
+    out: dict = {"attempts": int(len(df)),
+                 "status": {k: int(v) for k, v in df["status"].value_counts().items()} if len(df) else {}}
+    wall = 0.0
+    for r in runs:
+        end = r.get("finished_at")
+        if not end and len(df):
+            mine = df.loc[df["run_id"] == r["run_id"], "created_at"]
+            end = mine.max() if len(mine) else None
+        wall += _seconds(r.get("started_at"), end) or 0.0
+    out["sweep_wall_s"] = wall
+    ok = df[df["status"] == "OK"] if len(df) else df
+    timed = 0.0
+    for s, k in zip(ok.get("samples_us", []), ok.get("calls_per_sample", [])):
+        timed += sum(json_list(s)) * (int(k) if pd.notna(k) else 1) / 1e6
+    out["timed_s"] = timed
+    out["wall_over_timed"] = wall / timed if timed > 0 else None
+    cv = repeat_cv(df) if len(df) else pd.Series(dtype=float)
+    out["cv"] = _cv_stats(cv)
+    # eager samples carry the host's launch cost, graph samples device time only: report them apart
+    out["cv_by_launch"] = {}
+    if len(cv):
+        launch_of = df.groupby(["device_name", "workload_key"])["launch"].first()
+        launch = launch_of.loc[cv.index.droplevel("backend")].to_numpy()  # aligned with cv
+        for name in sorted(set(launch)):
+            out["cv_by_launch"][name] = _cv_stats(cv[launch == name])
+    return out
+
+
+def _cv_stats(cv: pd.Series) -> dict:
+    if not len(cv):
+        return {"pairs": 0}
+    return {"pairs": int(len(cv)), "median": float(cv.median()), "p90": float(cv.quantile(0.9)),
+            "max": float(cv.max())}

@@ -1,0 +1,89 @@
+"""A whole run: start the executor, plan, filter what is already stored (resume), write the
+planned-out rows, let the executor run the rest into the sink, record the run."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..backends.base import Backend
+from ..store.db import Store
+from ..workloads import Workload
+from .executor import Executor, Outcome
+from .planner import Attempt
+from .sink import RowSink, new_run_id, toolkit_columns
+
+
+@dataclass
+class RunRequest:
+    """What the user asked for."""
+
+    device: str
+    workloads: list[Workload]
+    backends: list[Backend]
+    repeats: int = 1
+    tag: str = "default"
+    seed: int = 0
+    grid: str = ""
+    argv: str = ""
+    retry_failed: bool = False  # TIMEOUT, CRASH and ERROR rows of these attempts are run again
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    attempts: list[Attempt]  # the whole plan
+    resumed: int  # attempts already stored, skipped
+    retried: int  # failed rows removed to be run again
+    counts: Counter = field(default_factory=Counter)  # statuses written by this run
+    overhead_s: dict = field(default_factory=dict)
+
+
+class Observer:
+    """Told what a run is doing and every row it writes (a progress bar, a log)."""
+
+    def starting(self, device: str) -> None:
+        """The executor is starting (workers, provenance, ceilings): seconds to minutes."""
+
+    def begin(self, total: int, resumed: int, retried: int) -> None:
+        """The plan is made: `total` attempts, `resumed` of them already stored."""
+
+    def row(self, row: dict) -> None:
+        """One row was written."""
+
+
+def pending(attempts: list[Attempt], done: set[str]) -> list[Attempt]:
+    """Resume: the attempts that have no row yet."""
+    return [a for a in attempts if a.key not in done]
+
+
+def plan_only(executor: Executor, req: RunRequest) -> list[Attempt]:
+    """Start the executor (device facts and provenance) and plan; nothing is written."""
+    executor.start(req.device, [])
+    return executor.plan(req.workloads, req.backends, req.repeats, req.tag, req.seed)
+
+
+def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observer | None = None) -> RunReport:
+    """Run the request through the executor into the store; returns what was done. The executor
+    is closed on the way out, also when interrupted."""
+    observer = observer or Observer()
+    try:
+        observer.starting(req.device)
+        started = executor.start(req.device, req.backends)
+        attempts = executor.plan(req.workloads, req.backends, req.repeats, req.tag, req.seed)
+        retried = store.delete_failed({a.key for a in attempts}) if req.retry_failed else 0
+        todo = pending(attempts, store.done_keys())
+        report = RunReport(new_run_id(), attempts, len(attempts) - len(todo), retried)
+        store.start_run(report.run_id, req.tag, req.grid, req.argv, started.device.name, started.provenance)
+        sink = RowSink(store, report.run_id, req.tag, toolkit_columns(started.provenance),
+                       observers=[observer.row, lambda row: report.counts.update([row["status"]])])
+        observer.begin(len(attempts), report.resumed, retried)
+        for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running
+            if a.planned:
+                sink(Outcome(a, {"status": a.planned.value, "reason": a.reason}, 0.0, started.placement))
+        executor.run([a for a in todo if not a.planned], sink)
+        report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
+        store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s})
+        return report
+    finally:
+        executor.close()
+

@@ -1,0 +1,187 @@
+"""The local executor: isolated worker processes on this host's one device, warm per repeat."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ..backends.base import Backend, DeviceInfo
+from ..measure.timing import TimingConfig
+from ..status import Status
+from .executor import BaseExecutor, Outcome, Placement, Sink, Started
+from .planner import Attempt
+from .supervisor import Worker, WorkerGone, WorkerTimeout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LocalConfig:
+    plugins: list[str] = field(default_factory=list)
+    timeout_s: float = 300.0
+    seed: int = 0
+    tol: float = 3.0
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    log_path: str | None = None  # workers' stdout/stderr
+    strict_isolation: bool = False  # a fresh process for every attempt of a compile-based backend
+    log_level: int = logging.WARNING  # workers' logging level
+
+
+class LocalExecutor(BaseExecutor):
+    """Owns the workers. A repeat gets fresh processes: one shared by backends with
+    isolation="worker", one per backend with isolation="backend" (compile-based backends: no other
+    backend's compiler state; the built-in ones also reset dynamo in prepare()), and a new process
+    per attempt for isolation="attempt" (or for every non-shared backend with strict_isolation).
+    A worker that crashed or timed out is replaced before the next attempt."""
+
+    def __init__(self, cfg: LocalConfig, device: str = "cpu"):
+        super().__init__(overhead_s={"provenance": 0.0, "worker_start": 0.0, "worker_stop": 0.0, "release": 0.0})
+        self.cfg, self.device = cfg, device
+        self.workers: dict[str, Worker] = {}
+        self.used: set[str] = set()  # worker slots that served the current workload
+
+    def _spec(self, a: Attempt) -> dict:
+        return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.device,
+                "seed": self.cfg.seed, "tol": self.cfg.tol, "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
+
+    def _slot(self, backend) -> str | None:
+        iso = backend.isolation
+        if iso == "attempt" or (iso == "backend" and self.cfg.strict_isolation):
+            return None
+        return "shared" if iso == "worker" else f"backend:{backend.name}"
+
+    def _new_worker(self, slot: str | None = None, wait: bool = True) -> Worker:
+        warm = {"device": self.device, "compiler": slot is None or slot.startswith("backend:")}
+        return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm,
+                      wait=wait)
+
+    def _prestart(self, slots: set[str | None]) -> None:
+        """Start every worker this repeat needs at once, then wait for their handshakes, before
+        anything is timed: their start-up (seconds each on a GPU host) overlaps instead of adding up."""
+        t0 = time.perf_counter()
+        started = {slot: self._new_worker(slot, wait=False) for slot in sorted(set(slots) - {None} - set(self.workers))}
+        try:
+            for slot, w in started.items():
+                try:
+                    self.workers[slot] = w.ready()
+                except (WorkerTimeout, WorkerGone):
+                    pass  # _get() starts another and reports the failure on the attempt
+        except BaseException:  # interrupted while waiting: no started worker is left behind
+            for slot, w in started.items():
+                if self.workers.get(slot) is not w:
+                    w.kill()
+            raise
+        finally:
+            self.charge("worker_start", time.perf_counter() - t0)
+
+    def _get(self, slot: str | None) -> Worker:
+        if slot is None:
+            return self._new_worker(slot)
+        w = self.workers.get(slot)
+        if w is None or not w.alive:
+            w = self.workers[slot] = self._new_worker(slot)
+        return w
+
+    def _execute(self, a: Attempt) -> dict:
+        """The attempt's measured values, or the TIMEOUT / CRASH its worker came to."""
+        slot = self._slot(a.backend)
+        if slot is not None:
+            self.used.add(slot)
+        try:
+            w = self._get(slot)
+        except WorkerTimeout as e:
+            return {"status": Status.TIMEOUT.value, "reason": f"worker start: {e}"}
+        except WorkerGone as e:
+            return {"status": Status.CRASH.value, "reason": f"worker start: {e}"}
+        try:
+            res = w.call(self._spec(a), self.cfg.timeout_s)
+            if res.pop("fatal", False):  # the worker exits itself: its CUDA context is unusable
+                self._drop(slot, w)
+            return res
+        except WorkerTimeout as e:
+            self._drop(slot, w)
+            return {"status": Status.TIMEOUT.value, "reason": str(e)}
+        except WorkerGone as e:
+            self._drop(slot, w)
+            return {"status": Status.CRASH.value, "reason": str(e)}
+        finally:
+            if slot is None:
+                w.close()
+
+    def _drop(self, slot: str | None, w: Worker) -> None:
+        w.kill()
+        if slot is not None:
+            self.workers.pop(slot, None)
+
+    def _release(self) -> None:
+        """A new workload: the workers that served the previous one drop its inputs and reference,
+        all at once (a release runs the garbage collector: a tenth of a second in a compiler process)."""
+        t0 = time.perf_counter()
+        asked = []
+        for slot in sorted(self.used):
+            w = self.workers.get(slot)
+            if w is None:
+                continue
+            try:
+                w.send({"op": "release"})
+                asked.append((slot, w))
+            except WorkerGone:
+                self._drop(slot, w)
+        for slot, w in asked:
+            try:
+                w.receive(60)
+            except (WorkerTimeout, WorkerGone):
+                self._drop(slot, w)
+        self.used.clear()
+        self.charge("release", time.perf_counter() - t0)
+
+    def start(self, device: str, backends: list[Backend]) -> Started:
+        """The shared worker collects the provenance (and measures the ceilings), then serves the
+        first repeat. The workers of the other given backends start together with it (their
+        start-ups overlap), and all of them are ready before the ceilings are measured, so nothing
+        else uses the device meanwhile. (One may idle if the planner then finds nothing for it.)"""
+        self.device = device
+        self._prestart({"shared"} | {self._slot(b) for b in backends or ()})
+        w = self._get("shared")
+        t0 = time.perf_counter()
+        res = w.call({"op": "provenance", "device": device, "seed": self.cfg.seed}, 600)
+        if not res.get("ok"):
+            raise RuntimeError(f"provenance collection failed: {res.get('error')}")
+        self.charge("provenance", time.perf_counter() - t0)
+        prov = res["provenance"]
+        self.started = Started(prov, DeviceInfo.from_dict(prov["device"]), Placement.from_provenance(prov))
+        return self.started
+
+    def run(self, attempts: Iterable[Attempt], sink: Sink) -> None:
+        attempts = list(attempts)
+        current = None  # the workload the workers hold inputs for
+        repeat = None  # the repeat the current workers serve
+        try:
+            for a in attempts:
+                if a.repeat != repeat:  # process-level repeats: every repeat gets fresh processes
+                    if repeat is not None:  # (the first one run here keeps those started with start())
+                        self.close()
+                    self._prestart({self._slot(b.backend) for b in attempts if b.repeat == a.repeat})
+                    repeat = a.repeat
+                if current not in (None, a.workload):
+                    self._release()
+                current = a.workload
+                t0 = time.perf_counter()
+                measured = self._execute(a)
+                sink(Outcome(a, measured, round(time.perf_counter() - t0, 4), self.started.placement))
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop every worker at once, then wait (a compiler process takes seconds to exit)."""
+        t0 = time.perf_counter()
+        ws = list(self.workers.values())
+        self.used.clear()  # nothing of theirs is left to release
+        for w in ws:
+            w.request_stop()
+        deadline = time.monotonic() + 10
+        for w in ws:
+            w.close(max(0.0, deadline - time.monotonic()))
+        self.workers.clear()
+        self.charge("worker_stop", time.perf_counter() - t0)

@@ -1,0 +1,68 @@
+"""The row sink: turns each outcome into the attempt's one record, writes it to the store in its
+own transaction, and tells the observers (a progress bar) what was written."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import record
+from ..store.db import Store, utcnow
+from ..workloads.cost import flops, io_bytes
+from .executor import Outcome
+from .planner import Attempt
+
+_MEASURED = record.names_from(record.ATTEMPT)
+
+
+def new_run_id() -> str:
+    return utcnow().replace(":", "").replace("-", "") + "-" + uuid.uuid4().hex[:6]
+
+
+def toolkit_columns(prov: dict) -> dict:
+    """The software a row ran under, copied from the run's provenance so an exported row stands alone."""
+    sha = prov.get("git_sha")
+    return {"torch_version": prov.get("torch"), "cuda_runtime": prov.get("cuda_runtime"),
+            "cudnn_version": prov.get("cudnn"), "driver_version": (prov.get("device") or {}).get("driver"),
+            "attnbench_sha": (sha + ("+dirty" if prov.get("git_dirty") else "")) if sha else None}
+
+
+def planned_columns(a: Attempt) -> dict:
+    """The record values the planner knows: identity, workload, models."""
+    w = a.workload
+    return {"attempt_key": a.key, "backend": a.backend.name, "family": a.backend.family, "role": a.backend.role,
+            "workload_key": w.key(), **w.to_dict(), "decode_append": w.decode_append, "repeat": a.repeat,
+            "flops": float(flops(w)), "bytes": io_bytes(w)}
+
+
+def make_record(outcome: Outcome, run_id: str, tag: str, toolkit: dict):
+    """The attempt's record. A measured value that is not a column of origin "attempt" is an error
+    (record.RecordError): nothing measured is silently dropped, nothing planned is overwritten."""
+    stray = set(outcome.measured) - _MEASURED
+    if stray:
+        raise record.RecordError(f"the attempt reported {', '.join(sorted(stray))}, which no column of origin "
+                                 f"'attempt' declares (attnbench/record.py)")
+    return record.finish({**planned_columns(outcome.attempt), "run_id": run_id, "tag": tag, **toolkit,
+                          **outcome.placement.to_record(), "wall_s": outcome.wall_s, "created_at": utcnow(),
+                          **outcome.measured})
+
+
+@dataclass
+class RowSink:
+    """Callable as an executor's sink."""
+
+    store: Store
+    run_id: str
+    tag: str
+    toolkit: dict
+    observers: list[Callable] = field(default_factory=list)  # each called with the written row (a dict)
+    store_s: float = 0.0  # seconds spent writing
+
+    def __call__(self, outcome: Outcome) -> None:
+        row = record.as_row(make_record(outcome, self.run_id, self.tag, self.toolkit))
+        t0 = time.perf_counter()
+        self.store.insert(row)
+        self.store_s += time.perf_counter() - t0
+        for observe in self.observers:
+            observe(row)
