@@ -63,8 +63,10 @@ chunk_size       this plugin's own field: query rows per block.
 
 Methods: supports() is inherited (it checks the fields above) and calls
 extra_supports() for limits the fields cannot express; memory_estimate() feeds
-the planner's OOM_PREDICTED check; prepare() returns the zero-argument callable
-that is checked, probed, measured and timed. Raise attnbench.backends.Rejected
+the planner's OOM_PREDICTED check; prepare() returns a Prepared whose step (a
+zero-argument callable) is checked, probed, measured and timed; Prepared can
+also carry a first call, a context held for the attempt and an explicit
+backward (see attnbench/backends/base.py). Raise attnbench.backends.Rejected
 from prepare() (or from the first call) when the library refuses a
 configuration: the row becomes UNSUPPORTED with your message as reason.
 """
@@ -72,7 +74,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnbench.backends.base import CONTESTANT, Backend, DeviceInfo, Inputs
+from attnbench.backends.base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
 from attnbench.backends.layout import causal_offset, from_bhnd, to_bhnd
 from attnbench.workloads import Workload
 from attnbench.workloads.cost import input_bytes
@@ -137,7 +139,7 @@ class ChunkedAttention(Backend):
             o = torch.cat(outs, dim=3).flatten(1, 2)  # (B, Hq, Nq, Dv)
             return from_bhnd(o, w.layout)
 
-        return fn
+        return Prepared(step=fn)
 
 
 BACKENDS = [

@@ -260,7 +260,7 @@ def test_a_plugin_declares_its_kernel_names_end_to_end(tmp_path):
     db = tmp_path / "p.sqlite"
     assert main(["run", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false",
                  "--plugin", str(plugin), "--plugin", str(liar), "--backends", "softmax-lib,softmax-liar",
-                 "--db", str(db), "--max-time", "0.05"]) == 0
+                 "--db", str(db), "--max-time", "0.05", "--device", "cpu"]) == 0
     rows = {r["backend"]: r for r in rows_of(db)}
     ok = rows["softmax-lib"]
     assert ok["status"] == "OK", ok["reason"]

@@ -177,8 +177,8 @@ class Backend:
 
     # ---- execution ----------------------------------------------------------------------------
     def prepare(self, w: Workload, inputs: Inputs) -> Prepared | Callable[[], Any]:
-        """The attempt's step (see Prepared), built on `inputs` (never copied: a backend that needs
-        another layout converts inside its step, where the cost is timed)."""
+        """The attempt's step (see Prepared), built on `inputs`. A conversion a production caller
+        would pay on every call (another layout, packing) belongs inside the step, where it is timed."""
         raise NotImplementedError
 
     def describe(self) -> dict:
