@@ -54,10 +54,6 @@ min_capability   lowest CUDA compute capability, e.g. (8, 0); None: any.
 isolation        "worker": runs in the repeat's shared worker process;
                  "backend": a worker of its own per repeat (compile-based
                  backends); "attempt": a fresh process for every attempt.
-writes_out       declares that prepare() writes into the NaN-poisoned
-                 inputs.out buffer instead of allocating its output (False here:
-                 writing into a shared buffer under autograd would chain graphs
-                 across calls).
 description      one line shown by `attnbench backends`.
 chunk_size       this plugin's own field: query rows per block.
 
@@ -69,6 +65,9 @@ also carry a first call, a context held for the attempt and an explicit
 backward (see attnbench/backends/base.py). Raise attnbench.backends.Rejected
 from prepare() (or from the first call) when the library refuses a
 configuration: the row becomes UNSUPPORTED with your message as reason.
+inputs.out is a NaN-poisoned output buffer any step may write into and return
+instead of allocating (this one allocates: writing into one shared buffer under
+autograd would chain graphs across calls).
 """
 from __future__ import annotations
 

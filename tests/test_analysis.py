@@ -171,6 +171,18 @@ def test_run_overview_of_an_interrupted_run_ends_at_its_last_row():
     assert o["sweep_wall_s"] == 30 and o["cv"] == {"pairs": 0} and o["cv_by_launch"] == {}
 
 
+def test_run_overview_counts_only_runs_with_attempts_in_the_frame():
+    df = frame([ok(0, "a", 10.0, 0, run_id="run-a", created_at="2026-01-01T00:00:30Z")])
+    runs = [{"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:40Z"},
+            # another tag's run (filtered out of df) and a resume that wrote nothing: neither is this sweep's time
+            {"run_id": "run-b", "started_at": "2026-01-02T00:00:00Z", "finished_at": "2026-01-02T01:00:00Z"},
+            {"run_id": "run-c", "started_at": "2026-01-03T00:00:00Z", "finished_at": None}]
+    o = run_overview(df, runs)
+    assert o["sweep_wall_s"] == 100
+    assert o["wall_over_timed"] == pytest.approx(100 / o["timed_s"])
+    assert run_overview(frame([]), runs)["sweep_wall_s"] == 0
+
+
 CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
 INDUCTOR = ["triton_red_fused__softmax_add_0", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"]
 

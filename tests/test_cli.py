@@ -423,3 +423,85 @@ def test_export_runs_and_gzip_attempts_then_import_both(cli, tmp_path):
     assert "ceilings" in b.runs()[0]["provenance"]
     a.close()
     b.close()
+
+
+# ---- --tag on show and export --------------------------------------------------------------------
+
+@pytest.fixture
+def tagged(tmp_path):
+    """A store with two sweeps: tag 'a' (backend fast, run of 100 s) and tag 'b' (backend slow, 1000 s),
+    and a run of tag 'c' that wrote no attempt."""
+    db = tmp_path / "t.sqlite"
+    s = Store(db)
+    for run_id, tag, end in (("run-a", "a", "2026-01-01T00:01:40Z"), ("run-b", "b", "2026-01-01T00:16:40Z"),
+                             ("run-c", "c", "2026-01-01T00:00:05Z")):
+        s.ensure_run({"run_id": run_id, "tag": tag, "grid": "g", "argv": "attnbench run", "device_name": "CPU test",
+                      "started_at": "2026-01-01T00:00:00Z", "finished_at": end, "provenance": {}})
+    s.insert_many([make_row(0, backend="fast", run_id="run-a", tag="a", attempt_key="k-a0"),
+                   make_row(1, backend="fast", run_id="run-a", tag="a", attempt_key="k-a1"),
+                   make_row(0, backend="slow", run_id="run-b", tag="b", attempt_key="k-b0", median_us=500.0)])
+    s.close()
+    return db
+
+
+def test_show_keeps_the_attempts_of_the_given_tags(cli, tagged):
+    res = cli("show", "--db", tagged, "--tag", "a", "--status")
+    assert res.rc == 0, res.err
+    out = " ".join(res.out.split())
+    assert "2 attempts (OK 2)" in out and "│ fast │" in out and "slow" not in out, out
+    assert "sweep wall 100 s" in out, out  # run-b's 1000 s belong to the other tag
+    res = cli("show", "--db", tagged, "--tag", "a", "--tag", "b")
+    out = " ".join(res.out.split())
+    assert res.rc == 0 and "3 attempts (OK 3)" in out and "sweep wall 1100 s" in out, out
+    assert "│ slow │" in out
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["show", "--tag", "nope"], "no attempts row has tag 'nope' (tags in attempts: a, b)"),
+    (["show", "--tag", "a", "--tag", "A"], "tag 'A'"),
+    (["show", "--tag", "c"], "tag 'c'"),  # a run of tag c exists, but no attempt
+    (["export", "--tag", "nope", "--out", "{d}/o.jsonl"], "no attempts row has tag 'nope'"),
+    (["export", "--tag", "a", "--tag", "zz", "--out", "{d}/o.csv"], "tag 'zz'"),
+    (["export", "--tag", "c", "--out", "{d}/o.jsonl"], "tag 'c'"),
+    (["export", "--table", "runs", "--tag", "nope", "--out", "{d}/r.jsonl"], "no runs row has tag 'nope'"),
+])
+def test_an_unknown_tag_is_bad_input_and_writes_nothing(cli, tagged, argv, text):
+    d = tagged.parent
+    before = files(d)
+    res = cli(argv[0], "--db", tagged, *[a.format(d=d) for a in argv[1:]])
+    assert_usage_error(res, d, before, text)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_export_keeps_the_rows_of_the_given_tags(cli, tagged, tmp_path, fmt):
+    out = tmp_path / f"a.{fmt}"
+    res = cli("export", "--db", tagged, "--tag", "a", "--out", out)
+    assert res.rc == 0 and "wrote 2 attempts" in res.err, res.err
+    assert sorted(r["attempt_key"] for r in io.read_rows(out)) == ["k-a0", "k-a1"]
+    res = cli("export", "--db", tagged, "--tag", "b", "--tag", "a", "--out", out)
+    assert res.rc == 0 and {r["tag"] for r in io.read_rows(out)} == {"a", "b"}
+    runs = tmp_path / f"runs.{fmt}"
+    res = cli("export", "--db", tagged, "--table", "runs", "--tag", "c", "--out", runs)
+    assert res.rc == 0 and "wrote 1 runs" in res.err, res.err
+    assert [r["run_id"] for r in io.read_rows(runs, table="runs")] == ["run-c"]
+
+
+def test_show_and_export_help_document_tag(cli):
+    for sub in ("show", "export"):
+        text = " ".join(cli(sub, "--help").out.split())
+        assert "--tag TAG" in text and "repeatable" in text, text
+
+
+def test_backends_json_lists_kernel_families_per_device_type(cli):
+    from attnbench.backends.registry import all_backends
+
+    res = cli("backends", "--json", "--plugin", FAKES)
+    assert res.rc == 0, res.err
+    by = {r["name"]: r for r in json.loads(res.out)}
+    assert by["sdpa-flash"]["kernel_families"] == {"cpu": ["pytorch-flash-cpu"], "cuda": ["pytorch-flash"]}
+    assert by["sdpa-efficient"]["kernel_families"] == {"cuda": ["cutlass-fmha"]}
+    assert by["fake-liar"]["kernel_families"] == {"cpu": ["pytorch-flash-cpu"], "cuda": ["pytorch-flash"]}
+    assert "cudnn" in by["sdpa-math"]["kernel_patterns"] and by["fake-good"]["kernel_patterns"] == []
+    for b in all_backends([FAKES]):
+        assert by[b.name]["kernel_families"] == {t: sorted(f) for t, f in b.kernel_families.items()}, b.name
+        assert by[b.name]["kernel_patterns"] == [f.name for f in b.kernel_patterns], b.name

@@ -135,7 +135,7 @@ def test_non_finite_output_fails_with_the_nan_reason(bad):
 def test_half_unwritten_poisoned_buffer_fails():
     w = W(dtype="fp16")
     inputs, ref = setup(w)
-    assert torch.isnan(inputs.out).all()  # the buffer handed to writes_out backends is poisoned
+    assert torch.isnan(inputs.out).all()  # the output buffer every backend is handed is poisoned
     with torch.no_grad():
         o = forward(w, inputs)
         inputs.out[:, :, : w.q_len // 2].copy_(o[:, :, : w.q_len // 2])

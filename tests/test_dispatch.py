@@ -268,3 +268,56 @@ def test_a_plugin_declares_its_kernel_names_end_to_end(tmp_path):
     assert ok["dispatch_main_family"] in ("softmax-lib", "unfused-gemm")
     bad = rows["softmax-liar"]
     assert bad["status"] == "DISPATCH_MISMATCH" and "pytorch-flash-cpu" in bad["reason"]
+
+
+class _FakeProfile:
+    """Stands in for torch.profiler.profile: yields the events it was built with."""
+
+    def __init__(self, events):
+        self._events = events
+
+    def __call__(self, activities):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def events(self):
+        return self._events
+
+
+def _kernel_event(name, us):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, device_type=torch.autograd.DeviceType.CUDA, device_time_total=us, kernels=[])
+
+
+def _cpu_op(name, kernels):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, device_type=torch.autograd.DeviceType.CPU, device_time_total=0,
+                           kernels=[SimpleNamespace(name=n, duration=us) for n, us in kernels])
+
+
+def test_cuda_probe_weighs_kernels_by_device_time_and_counts_each_once(monkeypatch):
+    """Kernels are listed twice by the profiler (as device events and attached to their CPU op): the
+    call's kernel time counts one listing; names are ordered by device time, not by count."""
+    import torch.profiler
+
+    cudnn = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop"
+    events = [_cpu_op("aten::_scaled_dot_product_cudnn_attention", [(cudnn, 1700.0)]),
+              _cpu_op("aten::fill_", [("elementwise_fill", 3.0)] * 4),
+              _kernel_event(cudnn, 1700.0)] + [_kernel_event("elementwise_fill", 3.0)] * 4
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile(events))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    p = probe(lambda: None, "cuda")
+    assert p.kernel_us == pytest.approx(1712.0)
+    assert p.kernels[0] == cudnn and p.main_family == "cudnn" and p.attention_family == "cudnn"
+    # only attached kernels (an older profiler): they are the one listing
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile(events[:2]))
+    assert probe(lambda: None, "cuda").kernel_us == pytest.approx(1712.0)
+    # CPU: no device time
+    assert probe(lambda: None, "cpu").kernel_us is None

@@ -119,3 +119,79 @@ def test_graph_samples_are_device_time_and_eager_samples_carry_the_host():
     assert max(medians) < 30, medians  # far below the host's 300 µs: launch latency is hidden
     assert max(medians) / min(medians) < 1.10, medians
     assert event_overhead_us("cuda", 50, ahead=True) < event_overhead_us("cuda", 50)
+
+
+HIDDEN = """
+name: hidden-work
+workloads:
+  - {mode: prefill, batch: 4, seqlen: 4k, q_heads: 32, head_dim: 128, causal: true}
+  - {mode: decode, batch: 32, kv_len: 16k, q_heads: 32, kv_heads: 8, head_dim: 128, launch: [eager, graph]}
+"""
+
+
+def test_work_the_timer_cannot_see_is_never_ok(tmp_path):
+    """A kernel left on its own stream, or left out of the captured graph, is timed by the events as
+    (almost) nothing; the probe's trace still holds its device time, so the row is IMPLAUSIBLE, while
+    the same kernel called properly beside it stays OK."""
+    rows = run_cli(tmp_path, HIDDEN, "sdpa-flash,fake-own-stream,fake-outside-graph")
+    for r in by(rows, "sdpa-flash"):
+        assert r["status"] == "OK", r["reason"]
+        assert r["kernel_us"] > 0 and 0.7 <= r["timed_over_kernel"], r
+        if r["launch"] == "graph":
+            assert r["timed_over_kernel"] < 1.3  # device time only: close to the kernels' own time
+    for r in by(rows, "fake-own-stream"):
+        assert r["status"] in ("IMPLAUSIBLE", "UNSUPPORTED"), r  # a graph capture of it fails outright
+        if r["launch"] == "eager":
+            assert r["status"] == "IMPLAUSIBLE" and "did not see the work" in r["reason"], r
+            assert r["samples_us"] is None and r["median_us"] is None
+    statuses = {r["launch"]: r["status"] for r in by(rows, "fake-outside-graph") if r["mode"] == "decode"}
+    assert statuses == {"eager": "OK", "graph": "IMPLAUSIBLE"}, statuses
+
+
+def _uuid(index: int) -> str:
+    return "GPU-" + str(torch.cuda.get_device_properties(index).uuid)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_the_attempts_gpu_is_the_one_measured(tmp_path):
+    """On cuda:1 every CUDA action and NVML reading is GPU 1's: rows carry its index and UUID, graph
+    decode times agree with GPU 0's, and hidden work is still caught."""
+    per_device = {}
+    for dev in ("cuda:0", "cuda:1"):
+        d = tmp_path / dev.replace(":", "")
+        d.mkdir()
+        rows = run_cli(d, HIDDEN, "sdpa-flash,fake-own-stream", "--device", dev)
+        per_device[dev] = rows
+        for r in by(rows, "sdpa-flash"):
+            assert r["status"] == "OK", r["reason"]
+            assert r["device_index"] == int(dev[-1]) and r["device_uuid"] == _uuid(int(dev[-1]))
+            assert r["kernel_us"] > 0 and r["sm_clock_mhz"] and r["clock_samples"] >= 2
+        assert {r["status"] for r in by(rows, "fake-own-stream") if r["launch"] == "eager"} == {"IMPLAUSIBLE"}
+
+    def graph_decode(rows):
+        (r,) = [r for r in by(rows, "sdpa-flash") if r["launch"] == "graph"]
+        return r["median_us"]
+
+    a, b = graph_decode(per_device["cuda:0"]), graph_decode(per_device["cuda:1"])
+    assert 0.85 < a / b < 1.15, (a, b)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_cuda_visible_devices_reads_the_visible_gpu(tmp_path):
+    """With only GPU 1 visible, torch calls it cuda:0; NVML (which sees every GPU) must still read GPU 1."""
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "grid.yaml"
+    cfg.write_text("name: one\nworkloads:\n  - {mode: decode, batch: 8, kv_len: 4k, q_heads: 32, kv_heads: 8, "
+                   "head_dim: 128, launch: graph}\n")
+    db = tmp_path / "v.sqlite"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "1"}
+    subprocess.run([sys.executable, "-m", "attnbench", "run", "--config", str(cfg), "--device", "cuda", "--db",
+                    str(db), "--backends", "sdpa-flash"], env=env, check=True, capture_output=True, timeout=600)
+    con = sqlite3.connect(db)
+    (uuid, index, clock), = con.execute("SELECT device_uuid, device_index, sm_clock_mhz FROM attempts").fetchall()
+    prov = json.loads(con.execute("SELECT provenance FROM runs").fetchone()[0])
+    assert uuid == _uuid(1) and index == 0 and clock
+    assert prov["device"]["uuid"] == _uuid(1)

@@ -27,7 +27,21 @@ PREFILL = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_h
 DECODE = Workload(mode="decode", batch=1, q_len=1, kv_len=64, q_heads=2, kv_heads=1, head_dim=16, head_dim_v=16,
                   dtype="fp32")
 FAST = dict(warmup_s=0.0, min_samples=3, max_samples=5, max_time_s=0.05)
-NVML = {"sm_clock_mhz": 1980.0, "mem_clock_mhz": 3201.0, "temp_c": 41.0, "power_w": 312.5, "throttle": "none"}
+NVML = {"sm_clock_mhz": 1980.0, "sm_clock_min_mhz": 1965.0, "clock_low": False, "clock_samples": 4,
+        "mem_clock_mhz": 3201.0, "temp_c": 41.0, "power_w": 312.5, "throttle": "none"}
+
+
+class FakeTelemetry:
+    """What telemetry reports over a GPU's timed window, on any host."""
+
+    def __init__(self, device):
+        self.reads = 0
+
+    def read(self):
+        self.reads += 1
+
+    def summary(self):
+        return dict(NVML, clock_samples=self.reads)
 PLACE = Placement("CPU x", None, None)
 
 
@@ -42,7 +56,7 @@ def attempt_of(name: str, w: Workload = PREFILL):
 
 def measure(name: str, w: Workload, monkeypatch) -> dict:
     """What a worker reports for one attempt, with NVML readings as a GPU host would give them."""
-    monkeypatch.setattr(attempt.nvml, "snapshot", lambda device: dict(NVML))
+    monkeypatch.setattr(attempt.telemetry, "Telemetry", FakeTelemetry)
     spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0, "tol": 3.0, "timing": FAST}
     return attempt.run(spec, fakes()[name], attempt.WorkloadCache())
 
@@ -65,8 +79,9 @@ def test_every_measured_value_reaches_the_store(w, monkeypatch, tmp_path):
     store.close()
     for name, value in measured.items():
         if value is None:
-            # OK has no reason; CPU has no allocator statistics; GEMMs are no attention family
-            assert name in ("reason", "peak_mem_bytes", "rel_err", "dispatch_attention_family"), name
+            # OK has no reason; CPU has no allocator statistics or kernel time; GEMMs are no attention family
+            assert name in ("reason", "peak_mem_bytes", "rel_err", "dispatch_attention_family", "kernel_us",
+                            "trend"), name  # trend: too few samples at this budget
             continue
         assert row[name] is not None, f"{name} was measured but not stored"
         assert row[name] == (int(value) if isinstance(value, bool) else value), name
@@ -120,8 +135,8 @@ def test_planned_rows_carry_no_measurement():
 
 
 def test_status_is_the_bottom_layer_and_in_its_documented_order():
-    assert ORDER == ["OK", "UNSUPPORTED", "OOM_PREDICTED", "OOM", "INCORRECT", "DISPATCH_MISMATCH", "TIMEOUT",
-                     "CRASH", "ERROR"]
+    assert ORDER == ["OK", "UNSUPPORTED", "OOM_PREDICTED", "OOM", "INCORRECT", "DISPATCH_MISMATCH", "IMPLAUSIBLE",
+                     "TIMEOUT", "CRASH", "ERROR"]
     assert Status("OK") is Status.OK
     assert all(s in record.BY_NAME["status"].required_by for s in Status)
 
@@ -177,7 +192,7 @@ def test_a_spawned_sweep_stores_every_measured_column(tmp_path):
                  "--backends", "fake-good", "--db", str(db), "--max-time", "0.05"]) == 0
     (row,) = rows_of(db)
     assert row["status"] == "OK"
-    on_cpu_absent = {"peak_mem_bytes", "rel_err", "dispatch_attention_family"} | set(NVML)
+    on_cpu_absent = {"peak_mem_bytes", "rel_err", "dispatch_attention_family", "kernel_us", "trend"} | set(NVML)
     for name in record.names_from(record.ATTEMPT) - on_cpu_absent - {"reason"}:
         assert row[name] is not None, name
     assert json.loads(row["phases_s"]).keys() == {"inputs", "prepare", "cold_call", "check", "probe", "memory",

@@ -110,12 +110,6 @@ def test_poisoned_output_buffer_is_refilled_between_attempts():
 
 # ---- rows ----------------------------------------------------------------------------------------
 
-def test_status_order_is_the_documented_one():
-    assert ORDER == ["OK", "UNSUPPORTED", "OOM_PREDICTED", "OOM", "INCORRECT", "DISPATCH_MISMATCH", "TIMEOUT",
-                     "CRASH", "ERROR"]
-    assert Status("OK") is Status.OK
-
-
 # ---- the whole sweep, spawned workers --------------------------------------------------------------
 
 EXPECTED = {  # (backend, mode) -> status

@@ -142,3 +142,30 @@ def test_event_overhead_plain_and_prefilled(sim):
     plain = timing.event_overhead_us("cuda", n=10)
     ahead = timing.event_overhead_us("cuda", n=10, ahead=True)
     assert plain == pytest.approx(sim.record_us) and ahead == pytest.approx(0.0)
+
+
+def test_warmup_rounds_time_back_to_back_calls_as_eager_samples_do(sim):
+    # 5 µs of launch + 50 µs of kernel: back-to-back the device sets the pace (50 µs a call); a sync
+    # after every call would add the launch to each (55 µs)
+    w = timing.warmup(step_of(sim, host_us=5.0, device_us=50.0), "cuda", 0.02, 2.0)
+    assert w.settled and len(w.rounds) <= 3
+    assert w.per_call_us() == pytest.approx(50.0, rel=0.001)
+    assert sum(us for _, us in w.rounds) >= 0.02e6
+
+
+def test_a_settling_device_kernel_is_timed_once_settled(sim):
+    # device time 20 ms falling towards 500 µs over about a second (e.g. clocks or an autotuner settling)
+    import math
+
+    def step():
+        sim.host += 5.0
+        sim.kernel(500.0 + 19_500.0 * math.exp(-sim.host / 100_000.0))
+
+    cfg = TimingConfig(warmup_s=0.02, warmup_max_s=2.0, min_samples=10, max_samples=50, max_time_s=0.05,
+                       target_rel_err=0.0)
+    calls = []
+    t = timing.time_cuda(step, "cuda", cfg, launch="eager", on_batch=lambda: calls.append(sim.host))
+    assert t.warmup_settled and t.warmup_us > 0.5e6
+    assert statistics.median(t.samples_us) == pytest.approx(500.0, rel=0.01)
+    assert abs(t.trend) < 0.01 and t.stationary
+    assert len(calls) == -(-len(t.samples_us) // 10) + 1  # before, between and after the batches

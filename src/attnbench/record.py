@@ -17,7 +17,8 @@ from .workloads.axes import AXES
 ALL = frozenset(Status)
 RAN = ALL - {Status.OOM_PREDICTED}  # the attempt reached a worker (UNSUPPORTED may come from the library)
 ONLY_OK = frozenset({Status.OK})
-TIMED = frozenset({Status.OK, Status.INCORRECT})  # INCORRECT may be found after timing (KV cache changed)
+# reached timing: INCORRECT may be found after it (the KV cache changed), IMPLAUSIBLE is judged on it
+TIMED = frozenset({Status.OK, Status.INCORRECT, Status.IMPLAUSIBLE})
 
 # where a value comes from
 PLAN = "plan"  # the planner: identity, workload, models
@@ -85,6 +86,19 @@ _TIMING = [
     _c("rel_err", float, "95% half-width of the median over the median at stop", ATTEMPT, TIMED),
     _c("warmup_calls", int, "calls in the timed warm-up", ATTEMPT, TIMED, ONLY_OK),
     _c("warmup_us", float, "wall time of the warm-up", ATTEMPT, TIMED, ONLY_OK),
+    _c("warmup_settled", bool, "1 when warm-up ended because the per-call time had stopped drifting (0: its "
+                               "time cap ended it)", ATTEMPT, TIMED),
+    _c("trend", float, "median of the last third of samples minus that of the first third, over the median",
+       ATTEMPT, TIMED),
+    _c("stationary", bool, "1 when warm-up settled and |trend| is within the threshold (measure/timing.py)",
+       ATTEMPT, TIMED),
+    _c("kernel_us", float, "device time of one call's kernels on every stream, from the dispatch probe (CUDA)",
+       ATTEMPT, RAN),
+    _c("timed_over_kernel", float, "median_us / kernel_us: 1 when the timer sees exactly the kernels' time; "
+                                   "above it, launch gaps and host cost", DERIVED, TIMED),
+    _c("host_bound", bool, "1 for an eager row whose median is more than HOST_BOUND_RATIO x its kernel time "
+                           "(runner/gates.py): the host's Python and launch path, not the kernel, sets it",
+       DERIVED, TIMED),
     _c("wall_s", float, "wall seconds of the whole attempt, including the start of a worker started for it alone",
        EXECUTOR, required_by=ALL),
     _c("phases_s", dict, "JSON wall seconds per phase: inputs, prepare, cold_call, check, probe, memory, timing",
@@ -130,12 +144,16 @@ _TOOLKIT = [
     _c("driver_version", str, "NVIDIA driver (NVML)", RUN),
     _c("attnbench_sha", str, "git revision of attnbench (+dirty when the tree had changes)", RUN),
 ]
-_CONDITIONS = [
-    _c("sm_clock_mhz", float, "SM clock after timing (NVML)", ATTEMPT, TIMED),
-    _c("mem_clock_mhz", float, "memory clock after timing (NVML)", ATTEMPT, TIMED),
-    _c("temp_c", float, "GPU temperature after timing (NVML)", ATTEMPT, TIMED),
-    _c("power_w", float, "board power after timing (NVML)", ATTEMPT, TIMED),
-    _c("throttle", str, "clock event reasons after timing (NVML)", ATTEMPT, TIMED),
+_CONDITIONS = [  # read by NVML from the attempt's own GPU before, between and after the sample batches
+    _c("sm_clock_mhz", float, "median SM clock over the timed window (NVML)", ATTEMPT, TIMED),
+    _c("sm_clock_min_mhz", float, "lowest SM clock over the timed window", ATTEMPT, TIMED),
+    _c("clock_low", bool, "1 when the lowest SM clock was more than 5% below the device's maximum", ATTEMPT,
+       TIMED),
+    _c("clock_samples", int, "NVML readings over the timed window", ATTEMPT, TIMED),
+    _c("mem_clock_mhz", float, "median memory clock over the timed window", ATTEMPT, TIMED),
+    _c("temp_c", float, "highest GPU temperature over the timed window", ATTEMPT, TIMED),
+    _c("power_w", float, "median board power over the timed window", ATTEMPT, TIMED),
+    _c("throttle", str, "every clock event reason seen over the timed window", ATTEMPT, TIMED),
 ]
 _WRITTEN = [_c("created_at", str, "UTC time the row was written", EXECUTOR, required_by=ALL)]
 

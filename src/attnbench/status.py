@@ -9,6 +9,7 @@ class Status(str, Enum):
     OOM = "OOM"  # ran out of memory
     INCORRECT = "INCORRECT"  # output or gradients failed the float64 check, or the KV cache changed
     DISPATCH_MISMATCH = "DISPATCH_MISMATCH"  # a different kernel family ran than the backend declares
+    IMPLAUSIBLE = "IMPLAUSIBLE"  # timed faster than its own kernels ran, or beyond the device's ceiling
     TIMEOUT = "TIMEOUT"  # exceeded --timeout; the worker was killed
     CRASH = "CRASH"  # the worker died (signal, abort) or the CUDA context broke
     ERROR = "ERROR"  # any other exception

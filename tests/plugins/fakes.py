@@ -111,7 +111,7 @@ BACKENDS = [
     Hang(name="fake-hang", family="plugin", kernel_families=GEMM),
     Oom(name="fake-oom", family="plugin", kernel_families=GEMM),
     Wrong(name="fake-wrong", family="plugin", kernel_families=GEMM),
-    Unwritten(name="fake-unwritten", family="plugin", kernel_families=GEMM, writes_out=True,
+    Unwritten(name="fake-unwritten", family="plugin", kernel_families=GEMM,
               modes=("prefill", "decode")),
     # Claims a flash kernel but runs unfused matmuls: the dispatch probe must catch it.
     Good(name="fake-liar", family="plugin", kernel_families=FLASH),

@@ -1,5 +1,6 @@
-"""Fake CUDA backends: a kernel that breaks the CUDA context, a real OOM, and an uncompiled Flex
-call that silently takes the slow path while declaring Triton kernels."""
+"""Fake CUDA backends: a kernel that breaks the CUDA context, a real OOM, an uncompiled Flex call
+that silently takes the slow path while declaring Triton kernels, and wrappers whose work the
+timer cannot see: on a stream of their own, or left out of a captured CUDA graph."""
 from __future__ import annotations
 
 from attnbench.backends.base import Backend
@@ -49,7 +50,65 @@ class EagerFlex(Backend):
         return lambda: from_bhnd(flex_attention(q, k, v, scale=inputs.scale, enable_gqa=gqa), w.layout)
 
 
+FLASH = {"cuda": frozenset({"pytorch-flash"})}
+
+
+def _sdpa(w, inputs):
+    """SDPA pinned to its flash kernel on the inputs (a correct, real attention kernel)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+
+    def run():
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            o = F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, enable_gqa=w.kv_heads != w.q_heads)
+        return from_bhnd(o, w.layout)
+
+    return run
+
+
+class OwnStream(Backend):
+    """Launches its kernel on a stream of its own and never makes the caller's stream wait: events
+    on the caller's stream time only the launch."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        side = torch.cuda.Stream()
+        run = _sdpa(w, inputs)
+
+        def fn():
+            side.wait_stream(torch.cuda.current_stream())  # inputs are ready; the result is not awaited
+            with torch.cuda.stream(side):
+                return run()
+
+        return fn
+
+
+class OutsideGraph(Backend):
+    """Correct eager calls; under graph capture it records nothing and hands back the buffer the last
+    eager call filled, so a replay does no work."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        run = _sdpa(w, inputs)
+
+        def fn():
+            if torch.cuda.is_current_stream_capturing():
+                return inputs.out
+            inputs.out.copy_(run())
+            return inputs.out
+
+        return fn
+
+
 BACKENDS = [
+    OwnStream(name="fake-own-stream", family="plugin", devices=("cuda",), modes=("prefill", "decode"),
+              dtypes=("bf16", "fp16"), kernel_families=FLASH),
+    OutsideGraph(name="fake-outside-graph", family="plugin", devices=("cuda",), modes=("prefill", "decode"),
+                 dtypes=("bf16", "fp16"), kernel_families=FLASH),
     IllegalAddress(name="fake-illegal-address", family="plugin", devices=("cuda",), kernel_families=TRITON),
     RealOom(name="fake-real-oom", family="plugin", devices=("cuda",), kernel_families=TRITON),
     EagerFlex(name="fake-eager-flex", family="plugin", devices=("cuda",), kernel_families=TRITON),

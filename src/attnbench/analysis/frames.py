@@ -11,7 +11,8 @@ from .kernels import library_kernel
 # A workload is measured per device model: its axes plus the device are what lines are grouped by.
 WORKLOAD_COLS = ["device_name", *NAMES]
 PER_BACKEND_COLS = WORKLOAD_COLS + ["workload_key", "backend", "role", "median_us", "p95_us", "repeats", "flops",
-                                    "bytes", "samples", "kernel"]
+                                    "bytes", "samples", "kernel", "kernel_us", "host_bound", "sm_clock_mhz",
+                                    "clock_low", "stationary"]
 
 
 def json_list(v) -> list:
@@ -35,7 +36,9 @@ def per_backend(df: pd.DataFrame) -> pd.DataFrame:
     kernels = [library_kernel(fam, main, attention, json_list(names)) for fam, main, attention, names in
                zip(ok["family"], _column_or_null(ok, "dispatch_main_family"),
                    _column_or_null(ok, "dispatch_attention_family"), ok["dispatch_kernels"])]
-    ok = ok.assign(samples=ok["samples_us"].map(json_list), kernel=kernels)
+    conditions = {c: _column_or_null(ok, c) for c in ("kernel_us", "host_bound", "sm_clock_mhz", "clock_low",
+                                                       "stationary")}
+    ok = ok.assign(samples=ok["samples_us"].map(json_list), kernel=kernels, **conditions)
     g = ok.groupby(["device_name", "workload_key", "backend"], sort=False)
     pooled = g["samples"].agg(lambda col: [x for s in col for x in s])
     agg = g.agg(median_us=("median_us", "median"), p95_us=("p95_us", "max"), repeats=("repeat", "nunique"),
@@ -43,4 +46,19 @@ def per_backend(df: pd.DataFrame) -> pd.DataFrame:
                 **{c: (c, "first") for c in WORKLOAD_COLS if c != "device_name"})
     agg["samples"] = pooled
     agg["kernel"] = g["kernel"].agg(lambda col: "/".join(sorted({k for k in col if isinstance(k, str)})) or None)
+    # conditions over the repeats: kernel time and clock as medians; flags when any repeat had them
+    agg["kernel_us"] = g["kernel_us"].agg(_median_or_none)
+    agg["sm_clock_mhz"] = g["sm_clock_mhz"].agg(_median_or_none)
+    agg["host_bound"] = g["host_bound"].agg(lambda col: _any_true(col))
+    agg["clock_low"] = g["clock_low"].agg(lambda col: _any_true(col))
+    agg["stationary"] = g["stationary"].agg(lambda col: not _any_true(col == 0) if col.notna().any() else None)
     return agg.reset_index()
+
+
+def _median_or_none(col: pd.Series):
+    vals = pd.to_numeric(col, errors="coerce").dropna()
+    return float(vals.median()) if len(vals) else None
+
+
+def _any_true(col: pd.Series) -> bool:
+    return bool(pd.to_numeric(col, errors="coerce").fillna(0).astype(bool).any())

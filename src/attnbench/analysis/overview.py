@@ -24,16 +24,17 @@ def repeat_cv(df: pd.DataFrame) -> pd.Series:
 def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     """How a store's sweep went: attempts per status; sweep wall time (the runs' start to finish, or
     to their last row if interrupted) over the summed timed device time (every sample × its calls);
-    and how well repeats agree (CV of per-repeat medians over workload × backend)."""
+    and how well repeats agree (CV of per-repeat medians over workload × backend). Only runs with at
+    least one attempt in `df` count: the wall time of a run whose rows were filtered out (another tag)
+    or that wrote nothing new (a finished resume) was not spent on these attempts."""
     out: dict = {"attempts": int(len(df)),
                  "status": {k: int(v) for k, v in df["status"].value_counts().items()} if len(df) else {}}
     wall = 0.0
     for r in runs:
-        end = r.get("finished_at")
-        if not end and len(df):
-            mine = df.loc[df["run_id"] == r["run_id"], "created_at"]
-            end = mine.max() if len(mine) else None
-        wall += _seconds(r.get("started_at"), end) or 0.0
+        mine = df.loc[df["run_id"] == r["run_id"], "created_at"] if len(df) else ()
+        if not len(mine):
+            continue
+        wall += _seconds(r.get("started_at"), r.get("finished_at") or mine.max()) or 0.0
     out["sweep_wall_s"] = wall
     ok = df[df["status"] == "OK"] if len(df) else df
     timed = 0.0

@@ -25,6 +25,7 @@ from ..workloads.cost import input_bytes
 
 CONTESTANT = "contestant"
 ACCURACY_REFERENCE = "accuracy_reference"
+ISOLATIONS = ("worker", "backend", "attempt")  # the values of Backend.isolation (see the field)
 
 
 class Rejected(Exception):
@@ -53,8 +54,9 @@ class Inputs:
     """Tensors of one workload, in the workload's layout.
 
     q (B, Hq, Nq, D), k (B, Hkv, Nkv, D), v (B, Hkv, Nkv, Dv) for BHND; (B, N, H, D) for BNHD.
-    `out` is a NaN-poisoned output buffer for backends that declare `writes_out`; `do` is the
-    given output gradient for train_fwd_bwd."""
+    `out` is a NaN-poisoned output buffer (O's shape, dtype and layout) that any backend may write
+    into and return instead of allocating; a row it leaves unwritten stays NaN and fails the
+    correctness check. `do` is the given output gradient for train_fwd_bwd."""
 
     q: Any
     k: Any
@@ -119,7 +121,6 @@ class Backend:
     # "worker": the repeat's shared worker; "backend": a worker of its own per repeat (compile-based
     # backends: no other backend's compiler state); "attempt": a fresh process for every attempt
     isolation: str = "worker"
-    writes_out: bool = False  # prepare() writes into inputs.out (poisoned) instead of allocating
     description: str = ""
 
     # ---- availability -----------------------------------------------------------------------

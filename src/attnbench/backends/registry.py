@@ -7,7 +7,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import compiled, flex, reference, sdpa
-from .base import Backend
+from .base import ISOLATIONS, Backend
 
 BUILTIN_MODULES = (reference, sdpa, flex, compiled)  # order is the listing order
 ENTRY_POINT_GROUP = "attnbench.backends"
@@ -18,16 +18,44 @@ class BackendError(ValueError):
 
 
 def builtin() -> list[Backend]:
-    return [b for m in BUILTIN_MODULES for b in m.make()]
+    return [b for m in BUILTIN_MODULES for b in _as_list(m.make(), f"built-in module {m.__name__}")]
+
+
+def name_problem(name) -> str | None:
+    """Why `name` cannot name a backend, or None. Names are comma-list items (--backends) and are
+    printed in rich tables, where brackets are markup and control characters break the layout."""
+    if not isinstance(name, str) or not name:
+        return "must be a non-empty string"
+    if name != name.strip():
+        return "has leading or trailing whitespace"
+    for ch in name:
+        if ch == ",":
+            return "contains a comma"
+        if ch in "[]":
+            return f"contains {ch!r}"
+        if not ch.isprintable() and ch != " ":
+            return f"contains the unprintable character U+{ord(ch):04X}"
+    return None
+
+
+def _check(b: Backend, origin: str) -> None:
+    why = name_problem(b.name)
+    if why:
+        raise BackendError(f"{origin}: backend name {b.name!r} {why}")
+    if b.isolation not in ISOLATIONS:
+        raise BackendError(f"{origin}: backend {b.name!r} has isolation {b.isolation!r}; "
+                           f"use one of {', '.join(ISOLATIONS)}")
 
 
 def _as_list(obj, origin: str) -> list[Backend]:
+    """The backends a module or entry point offers, each checked as it enters."""
     if callable(obj) and not isinstance(obj, Backend):
         obj = obj()
     items = [obj] if isinstance(obj, Backend) else list(obj or [])
     for b in items:
         if not isinstance(b, Backend):
             raise BackendError(f"{origin}: {b!r} is not an attnbench Backend")
+        _check(b, origin)
     return items
 
 

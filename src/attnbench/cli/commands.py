@@ -169,12 +169,15 @@ def cmd_show(args, argv) -> int:
     from ..analysis.winners import best_per_workload
     from ..report import terminal
     from ..store.db import Store
+    from ..store.io import with_tags
 
     store = Store(args.db, create=False)
     try:
         df, runs = store.dataframe(), store.runs()
     finally:
         store.close()
+    # runs stay whole: ceilings are the device's latest, and the overview counts only runs with rows in df
+    df = with_tags(df, args.tags, "attempts")
     best = best_per_workload(df, runs, include_references=args.all)
     for part in terminal.show(best, run_overview(df, runs), status_counts(df) if args.status else None,
                               source=args.db, attempts=len(df)):
@@ -191,8 +194,10 @@ def cmd_export(args, argv) -> int:
         raise UsageError(f"directory of --out does not exist: {outp.parent}")
     fmt, _ = format_of(outp, args.format)  # a bad name is reported before the store is opened
     store = Store(args.db, create=False)
-    n = export(store, fmt, outp, table=args.table)
-    store.close()
+    try:
+        n = export(store, fmt, outp, table=args.table, tags=args.tags)
+    finally:
+        store.close()
     err.print(f"wrote {n} {args.table} to {outp}")
     return 0
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
+from ..status import ORDER
 from ..workloads.axes import NAMES as AXIS_NAMES
 
 DEFAULT_DB = "attnbench.sqlite"
-EPILOG = """Every attempt (workload × backend × repeat) becomes exactly one row with a status:
-OK, UNSUPPORTED, OOM_PREDICTED, OOM, INCORRECT, DISPATCH_MISMATCH, TIMEOUT, CRASH or ERROR.
+EPILOG = f"""Every attempt (workload × backend × repeat) becomes exactly one row with a status:
+{", ".join(ORDER[:-1])} or {ORDER[-1]}.
 Typical use:
   attnbench run                       # the smoke grid on CPU, the quick grid on a CUDA device
   attnbench run --grid quick --repeats 3
@@ -88,6 +89,9 @@ def build_parser() -> Parser:
     s.add_argument("--db", default=DEFAULT_DB)
     s.add_argument("--all", action="store_true", help="include accuracy references in the contest")
     s.add_argument("--status", action="store_true", help="also print attempts per backend and status")
+    s.add_argument("--tag", dest="tags", action="append", metavar="TAG",
+                   help="keep only attempts whose sweep tag (run --tag) is TAG; repeatable (any of them); "
+                        "a tag no attempt has is an error")
 
     x = sub.add_parser("export", help="write the attempts (or runs) table to jsonl, csv or parquet; "
                                       "a name ending in .gz is gzip-compressed (jsonl, csv)")
@@ -96,6 +100,9 @@ def build_parser() -> Parser:
     x.add_argument("--out", required=True)
     x.add_argument("--table", choices=("attempts", "runs"), default="attempts",
                    help="runs: one row per invocation with its provenance (device, toolkit, ceilings)")
+    x.add_argument("--tag", dest="tags", action="append", metavar="TAG",
+                   help="keep only rows (attempts, or runs with --table runs) whose sweep tag is TAG; repeatable "
+                        "(any of them); a tag no row of the table has is an error and nothing is written")
 
     i = sub.add_parser("import", help="read an export back into a store (existing attempts and runs are kept)")
     i.add_argument("file")

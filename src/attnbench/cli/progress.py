@@ -12,7 +12,7 @@ from ..runner.conduct import Observer
 from ..status import ORDER
 
 COLORS = {"OK": "green", "UNSUPPORTED": "dim", "OOM_PREDICTED": "yellow", "OOM": "yellow", "INCORRECT": "red",
-          "DISPATCH_MISMATCH": "magenta", "TIMEOUT": "red", "CRASH": "red", "ERROR": "red"}
+          "DISPATCH_MISMATCH": "magenta", "IMPLAUSIBLE": "magenta", "TIMEOUT": "red", "CRASH": "red", "ERROR": "red"}
 
 
 class SweepProgress(Observer):

@@ -48,13 +48,14 @@ class Probe:
     kernels: list[str] = field(default_factory=list)  # distinct names, most time first
     families: list[str] = field(default_factory=list)
     main_family: str | None = None  # the recognised family of the most device time (CPU: most calls)
+    kernel_us: float | None = None  # device time of the call's kernels, every stream (CUDA only)
     attention_family: str | None = None  # the attention family of the most device time
     status: str = "unprobed"  # probed | unprobed
     error: str | None = None
 
     def to_record(self) -> dict:
         """The record columns this probe fills."""
-        return {"dispatch_kernels": self.kernels, "dispatch_families": self.families,
+        return {"dispatch_kernels": self.kernels, "dispatch_families": self.families, "kernel_us": self.kernel_us,
                 "dispatch_main_family": self.main_family, "dispatch_attention_family": self.attention_family,
                 "dispatch_status": self.status}
 
@@ -75,15 +76,23 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     except Exception as e:  # a profiler that cannot run leaves the attempt unprobed, not failed
         return Probe(status="unprobed", error=f"{type(e).__name__}: {e}")
     weight: Counter = Counter()
+    device_us = attached_us = 0.0
     for ev in prof.events():
         if not cuda:
             weight[ev.name] += 1
         elif getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA:
-            weight[ev.name] += max(int(getattr(ev, "device_time", 0) or 0), 1)
+            us = float(ev.device_time_total or 0)  # a kernel's (or copy's) own duration
+            device_us += us
+            weight[ev.name] += max(int(us), 1)
         else:  # kernels attached to the CPU op that launched them
             for k in getattr(ev, "kernels", []) or []:
-                weight[k.name] += max(int(getattr(k, "duration", 0) or 0), 1)
-    return summarize(weight, classifier)
+                us = float(getattr(k, "duration", 0) or 0)
+                attached_us += us
+                weight[k.name] += max(int(us), 1)
+    p = summarize(weight, classifier)
+    if cuda:  # the same kernels may be listed both ways: count one listing, never both
+        p.kernel_us = device_us or attached_us or None
+    return p
 
 
 def summarize(weight: Counter, classifier: Classifier) -> Probe:

@@ -82,7 +82,7 @@ def device_info(device: str) -> dict:
            "sm_count": p.multi_processor_count, "l2_bytes": getattr(p, "L2_cache_size", None),
            "total_memory": int(total), "free_memory_at_start": int(free),
            "uuid": str(getattr(p, "uuid", "")) or None}
-    out.update(nvml.device_static(index))
+    out.update(nvml.device_static(device))
     return out
 
 

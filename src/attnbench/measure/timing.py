@@ -9,13 +9,22 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from .device import sync as _sync
+from .warmup import WARMUP_TOLERANCE, Warmup, warmup  # noqa: F401  (one door for timing)
+
 
 MIN_SAMPLES_AT_CAP = 5  # samples kept even when the time cap is reached first
+# |trend| above this is a drift, not noise: the medians of two thirds of a stable kernel's samples
+# differ by √6 standard errors of the median, under 3% (95%) at the 1% half-width target (a row
+# with rel_err ≥ 4% can cross it by noise alone); a power-capped clock (1980 -> 1680-1755 MHz)
+# moves them 11-15%, a kernel still settling more.
+TREND_LIMIT = 0.10
 
 
 @dataclass(frozen=True)
 class TimingConfig:
-    warmup_s: float = 0.05  # warm-up by time budget (and at least 2 calls)
+    warmup_s: float = 0.05  # the shortest warm-up, even when its rounds agree at once
+    warmup_max_s: float = 2.0  # warm-up ends here even when its rounds still drift
     min_samples: int = 10
     max_samples: int = 200
     max_time_s: float = 2.0  # per attempt, after warm-up
@@ -26,12 +35,13 @@ class TimingConfig:
     @classmethod
     def for_device(cls, device: str, max_time_s: float | None = None) -> "TimingConfig":
         """GPU: 0.5 s of samples at most and 0.02 s of warm-up (the step has already run in the cold
-        call, the correctness check, the dispatch probe and the memory measurement); CPU (a laptop
-        smoke test): 0.3 s, same warm-up."""
+        call, the correctness check, the dispatch probe and the memory measurement), 2 s while it
+        still drifts (a JIT, an autotuner or clocks settling); CPU (a laptop smoke test): 0.3 s,
+        same warm-up, 1 s while drifting."""
         if device.startswith("cuda"):
-            base = cls(warmup_s=0.02, max_time_s=0.5)
+            base = cls(warmup_s=0.02, warmup_max_s=2.0, max_time_s=0.5)
         else:
-            base = cls(warmup_s=0.02, max_time_s=0.3, min_block_us=200.0)
+            base = cls(warmup_s=0.02, warmup_max_s=1.0, max_time_s=0.3, min_block_us=200.0)
         return base if max_time_s is None else cls(**{**base.__dict__, "max_time_s": max_time_s})
 
 
@@ -42,8 +52,11 @@ class Timing:
     timer: str = "host_clock"  # cuda_event | cuda_graph | host_clock
     warmup_calls: int = 0
     warmup_us: float = 0.0
+    warmup_settled: bool = False  # False: the cap ended warm-up before two rounds agreed
     converged: bool = False
     rel_err: float | None = None
+    trend: float | None = None  # see trend(); None with fewer than 6 samples
+    stationary: bool = False  # warm-up settled and |trend| <= TREND_LIMIT
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,11 +70,14 @@ def rel_halfwidth(samples: list[float]) -> float:
     return 1.96 * 1.2533 * statistics.stdev(samples) / math.sqrt(len(samples)) / med if med > 0 else math.inf
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
+def trend(samples: list[float]) -> float | None:
+    """(median of the last third − median of the first third) / median of all, in sample order;
+    None with fewer than 6 samples (two per third) or a zero median."""
+    med = statistics.median(samples) if len(samples) >= 6 else 0.0
+    if med <= 0:
+        return None
+    third = len(samples) // 3
+    return (statistics.median(samples[-third:]) - statistics.median(samples[:third])) / med
 
 
 def cold_call(step: Callable[[], Any], device: str) -> tuple[Any, float]:
@@ -73,17 +89,12 @@ def cold_call(step: Callable[[], Any], device: str) -> tuple[Any, float]:
     return out, (time.perf_counter() - t0) * 1e6
 
 
-def warmup(step: Callable[[], Any], device: str, budget_s: float) -> tuple[int, float]:
-    t0 = time.perf_counter()
-    n = 0
-    while n < 2 or time.perf_counter() - t0 < budget_s:
-        step()
-        _sync(device)
-        n += 1
-    return n, (time.perf_counter() - t0) * 1e6
-
-
-def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing) -> Timing:
+def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing,
+             on_batch: Callable[[], None] | None = None) -> Timing:
+    """Samples in batches of 10 under the stopping rule; on_batch() runs before the first sample,
+    between batches and after the last, outside every sample (telemetry reads there)."""
+    on_batch = on_batch or (lambda: None)
+    on_batch()
     t0 = time.perf_counter()
     while len(t.samples_us) < cfg.max_samples:
         batch = min(10, cfg.max_samples - len(t.samples_us))
@@ -91,6 +102,7 @@ def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing) -> Timin
             t.samples_us.append(sample())
             if time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= MIN_SAMPLES_AT_CAP:
                 break
+        on_batch()
         t.rel_err = rel_halfwidth(t.samples_us)
         if len(t.samples_us) >= cfg.min_samples and t.rel_err <= cfg.target_rel_err:
             t.converged = True
@@ -99,16 +111,23 @@ def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing) -> Timin
             break  # slow calls: the time cap wins over min_samples; `converged` stays False
     if t.rel_err == math.inf:
         t.rel_err = None
+    t.trend = trend(t.samples_us)
+    # with fewer than 6 samples there is no trend to test: the warm-up alone vouches for them
+    t.stationary = t.warmup_settled and (t.trend is None or abs(t.trend) <= TREND_LIMIT)
     return t
 
 
-def time_host(step: Callable[[], Any], cfg: TimingConfig) -> Timing:
+def _timing(w: Warmup, k: int, timer: str) -> Timing:
+    return Timing(calls_per_sample=k, timer=timer, warmup_calls=sum(c for c, _ in w.rounds),
+                  warmup_us=sum(us for _, us in w.rounds), warmup_settled=w.settled)
+
+
+def time_host(step: Callable[[], Any], cfg: TimingConfig, on_batch: Callable[[], None] | None = None) -> Timing:
     """CPU: perf_counter around blocks of k calls (the CPU kernels are synchronous)."""
-    n, wus = warmup(step, "cpu", cfg.warmup_s)
+    w = warmup(step, "cpu", cfg.warmup_s, cfg.warmup_max_s)
     est = min(_host_once(step, 1) for _ in range(3))
     k = max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
-    t = Timing(calls_per_sample=k, timer="host_clock", warmup_calls=n, warmup_us=wus)
-    return _collect(lambda: _host_once(step, k), cfg, t)
+    return _collect(lambda: _host_once(step, k), cfg, _timing(w, k, "host_clock"), on_batch)
 
 
 def _host_once(step, k: int) -> float:
@@ -154,7 +173,7 @@ def device_delay(device: str, us: float = DELAY_US) -> None:
 
 
 def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: str = "eager",
-              l2: str = "warm") -> Timing:
+              l2: str = "warm", on_batch: Callable[[], None] | None = None) -> Timing:
     """Device events around k calls (k=1 when L2 is flushed).
 
     eager: k back-to-back calls from the host, as an eager model issues them; when the host is
@@ -164,7 +183,7 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
     (device_delay) so the sample is device time only; k makes the block last ≥ min_block_us."""
     import torch
 
-    n, wus = warmup(step, device, cfg.warmup_s)
+    w = warmup(step, device, cfg.warmup_s, cfg.warmup_max_s)
     flush = _L2Flusher(device) if l2 == "cold" else None
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
@@ -187,13 +206,11 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
             k = max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
             del graph
             graph = capture_graph(step, k, device)
-        t = Timing(calls_per_sample=k, timer="cuda_graph", warmup_calls=n, warmup_us=wus)
         graph.replay()
         torch.cuda.synchronize()
-        return _collect(lambda: events(graph.replay, k, True), cfg, t)
+        return _collect(lambda: events(graph.replay, k, True), cfg, _timing(w, k, "cuda_graph"), on_batch)
 
-    per_call = wus / max(n, 1)
-    if flush or per_call > cfg.eager_block_us:  # a call this long amortises its own launch
+    if flush or w.per_call_us() > cfg.eager_block_us:  # a call this long amortises its own launch
         k = 1
     else:
         est = sorted(events(step, 1, False) for _ in range(3))[1]
@@ -203,8 +220,7 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
         for _ in range(k):
             step()
 
-    t = Timing(calls_per_sample=k, timer="cuda_event", warmup_calls=n, warmup_us=wus)
-    return _collect(lambda: events(block, k, False), cfg, t)
+    return _collect(lambda: events(block, k, False), cfg, _timing(w, k, "cuda_event"), on_batch)
 
 
 class GraphCaptureError(RuntimeError):
@@ -254,7 +270,10 @@ def event_overhead_us(device: str, n: int = 200, ahead: bool = False) -> float:
     return statistics.median(out)
 
 
-def measure(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: str, l2: str) -> Timing:
+def measure(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: str, l2: str,
+            on_batch: Callable[[], None] | None = None) -> Timing:
+    """Warm-up, then samples; on_batch (e.g. Telemetry.read) runs before, between and after the
+    sample batches, never inside a sample."""
     if device.startswith("cuda"):
-        return time_cuda(step, device, cfg, launch, l2)
-    return time_host(step, cfg)
+        return time_cuda(step, device, cfg, launch, l2, on_batch)
+    return time_host(step, cfg, on_batch)

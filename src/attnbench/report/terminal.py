@@ -8,8 +8,26 @@ from .columns import workload_columns
 
 KERNEL_NOTE = ("name (kernel): that backend spent most of its device time in this library attention kernel "
                "(dispatch probe), e.g. torch.compile rewriting plain attention into SDPA")
-_RESULT_COLUMNS = ("best", "median µs", "p95 µs", "throughput", "% ceiling", "runner-up", "×", "clear")
-_RIGHT = frozenset({"median µs", "p95 µs", "throughput", "% ceiling", "×"})
+CAVEAT_NOTE = {
+    "host-bound": "clear (host-bound): the winner or the runner-up is an eager row whose median is more than "
+                  "1.5x its kernels' device time: the lead is the host's Python and launch path, not the kernel's",
+    "clock": "clear (clock): the two rows ran at SM clocks further apart than the lead",
+}
+_RIGHT = frozenset({"median µs", "p95 µs", "kernel µs", "throughput", "% ceiling", "×"})
+
+
+def _result_columns(best: pd.DataFrame) -> tuple[str, ...]:
+    # kernel time comes from the CUDA profiler: a column of dashes on CPU would only cost width
+    kernel = "kernel_us" in best.columns and best["kernel_us"].notna().any()
+    return ("best", "median µs", "p95 µs", *(("kernel µs",) if kernel else ()), "throughput", "% ceiling",
+            "runner-up", "×", "clear")
+
+
+def _clear(r) -> str:
+    if not r.get("clear"):
+        return "no"
+    c = r.get("caveat")
+    return f"yes ({c})" if isinstance(c, str) else "yes"
 
 
 def ran(backend: str, kernel) -> str:
@@ -41,15 +59,17 @@ def fastest_table(best: pd.DataFrame, source) -> Table:
     t.add_column("device")
     for c in workload:
         t.add_column(c.title(), justify="right" if c.right else "left")
-    for c in _RESULT_COLUMNS:
+    results = _result_columns(best)
+    for c in results:
         t.add_column(c, justify="right" if c in _RIGHT else "left")
     for _, r in best.iterrows():
-        pct, ratio = r.get("pct_ceiling"), r.get("ratio")
+        pct, ratio, kernel = r.get("pct_ceiling"), r.get("ratio"), r.get("kernel_us")
         winner, runner_up = _labels(r)
+        kernel_cell = (f"{kernel:.1f}" if pd.notna(kernel) else "-",) if "kernel µs" in results else ()
         t.add_row(str(r["device_name"]), *(c.text(r) for c in workload), winner,
-                  f"{r['median_us']:.1f}", f"{r['p95_us']:.1f}", f"{r['value']:.3g} {r['metric']}",
+                  f"{r['median_us']:.1f}", f"{r['p95_us']:.1f}", *kernel_cell, f"{r['value']:.3g} {r['metric']}",
                   f"{pct:.0f}%" if pd.notna(pct) else "-", runner_up, f"{ratio:.2f}" if pd.notna(ratio) else "-",
-                  "yes" if r.get("clear") else "no")
+                  _clear(r))
     return t
 
 
@@ -86,6 +106,9 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
         parts.append(fastest_table(best, source))
         if names_a_kernel(best):
             parts.append(KERNEL_NOTE)
+        if "caveat" in best.columns:
+            shown = {c for c, clear in zip(best["caveat"], best["clear"]) if clear and isinstance(c, str)}
+            parts.extend(CAVEAT_NOTE[c] for c in sorted(shown))
     parts.append(overview_line(overview))
     if counts is not None:
         parts.append(status_table(counts))

@@ -6,7 +6,8 @@ import logging
 import time
 
 from ..backends.base import Backend, Prepared, Rejected
-from ..measure import correctness, dispatch, memory, nvml, timing
+from ..measure import correctness, dispatch, memory, telemetry, timing
+from ..measure.device import bind
 from ..measure.inputs import make_inputs
 from ..measure.step import make_step
 from ..workloads import Workload
@@ -56,6 +57,7 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch
     res: dict = {"status": Status.ERROR.value, "reason": None, "phases_s": phases}
     clock = _Phases(phases)
     try:
+        bind(device)
         with clock("inputs"):
             inputs, ref = cache.get(w, device, seed)
             inputs.out.fill_(float("nan"))
@@ -138,9 +140,11 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
         res["peak_mem_bytes"] = memory.peak_bytes(step, device)
         kv_before = _kv_fingerprint(inputs) if w.mode == "decode" else None
     with clock("timing"):
-        t = timing.measure(step, device, timing.TimingConfig(**spec.get("timing", {})), w.launch, w.l2)
+        conditions = telemetry.Telemetry(device)  # NVML of this very GPU, read between sample batches
+        t = timing.measure(step, device, timing.TimingConfig(**spec.get("timing", {})), w.launch, w.l2,
+                           on_batch=conditions.read)
     res.update(t.to_dict())
-    res.update(nvml.snapshot(device))
+    res.update(conditions.summary())
     if kv_before is not None:
         if not all(torch.equal(a, b) for a, b in zip(kv_before, (inputs.k.detach(), inputs.v.detach()))):
             return {**res, "status": Status.INCORRECT.value,

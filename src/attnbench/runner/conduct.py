@@ -74,7 +74,9 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         todo = pending(attempts, store.done_keys())
         report = RunReport(new_run_id(), attempts, len(attempts) - len(todo), retried)
         store.start_run(report.run_id, req.tag, req.grid, req.argv, started.device.name, started.provenance)
-        sink = RowSink(store, report.run_id, req.tag, toolkit_columns(started.provenance),
+        prov = started.provenance
+        sink = RowSink(store, report.run_id, req.tag, toolkit_columns(prov), prov.get("ceilings") or {},
+                       (prov.get("device") or {}).get("l2_bytes"), started.device.type,
                        observers=[observer.row, lambda row: report.counts.update([row["status"]])])
         observer.begin(len(attempts), report.resumed, retried)
         for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running

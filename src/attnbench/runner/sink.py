@@ -10,6 +10,7 @@ from typing import Callable
 from .. import record
 from ..store.db import Store, utcnow
 from ..workloads.cost import flops, io_bytes
+from . import gates
 from .executor import Outcome
 from .planner import Attempt
 
@@ -36,16 +37,18 @@ def planned_columns(a: Attempt) -> dict:
             "flops": float(flops(w)), "bytes": io_bytes(w)}
 
 
-def make_record(outcome: Outcome, run_id: str, tag: str, toolkit: dict):
-    """The attempt's record. A measured value that is not a column of origin "attempt" is an error
+def make_record(outcome: Outcome, run_id: str, tag: str, toolkit: dict, ceilings: dict | None = None,
+                l2_bytes: int | None = None, device_type: str = "cpu"):
+    """The attempt's record, judged by the plausibility gates (runner/gates.py) against the run's
+    measured ceilings. A measured value that is not a column of origin "attempt" is an error
     (record.RecordError): nothing measured is silently dropped, nothing planned is overwritten."""
     stray = set(outcome.measured) - _MEASURED
     if stray:
         raise record.RecordError(f"the attempt reported {', '.join(sorted(stray))}, which no column of origin "
                                  f"'attempt' declares (attnbench/record.py)")
-    return record.finish({**planned_columns(outcome.attempt), "run_id": run_id, "tag": tag, **toolkit,
-                          **outcome.placement.to_record(), "wall_s": outcome.wall_s, "created_at": utcnow(),
-                          **outcome.measured})
+    values = {**planned_columns(outcome.attempt), "run_id": run_id, "tag": tag, **toolkit,
+              **outcome.placement.to_record(), "wall_s": outcome.wall_s, "created_at": utcnow(), **outcome.measured}
+    return record.finish(gates.judge(values, ceilings or {}, l2_bytes, device_type))
 
 
 @dataclass
@@ -56,11 +59,15 @@ class RowSink:
     run_id: str
     tag: str
     toolkit: dict
+    ceilings: dict = field(default_factory=dict)  # the run's measured ceilings (provenance)
+    l2_bytes: int | None = None  # the device's L2 size, when known
+    device_type: str = "cpu"
     observers: list[Callable] = field(default_factory=list)  # each called with the written row (a dict)
     store_s: float = 0.0  # seconds spent writing
 
     def __call__(self, outcome: Outcome) -> None:
-        row = record.as_row(make_record(outcome, self.run_id, self.tag, self.toolkit))
+        row = record.as_row(make_record(outcome, self.run_id, self.tag, self.toolkit, self.ceilings, self.l2_bytes,
+                                        self.device_type))
         t0 = time.perf_counter()
         self.store.insert(row)
         self.store_s += time.perf_counter() - t0

@@ -31,7 +31,9 @@ def run_provenance(device: str, seed: int, plugins=(), measure_ceilings: bool = 
     """What a run records: the measured provenance, plus the settings of its compile workers."""
     from ..measure import provenance
     from ..measure.ceilings import ceilings
+    from ..measure.device import bind
 
+    bind(device)
     prov = provenance.collect(device, seed, plugins=plugins)
     if measure_ceilings:
         prov["ceilings"] = ceilings(device)
@@ -46,8 +48,9 @@ def _warm_up(device: str, compiler: bool) -> None:
     its own compilation only."""
     import torch
 
-    from ..measure import dispatch
+    from ..measure import device as bound, dispatch
 
+    bound.bind(device)  # before the CUDA context is created: it is created on this GPU
     x = torch.ones(8, device=device)
     dispatch.probe(lambda: x * 2, device)
     if compiler:

@@ -57,15 +57,30 @@ def format_of(path: str | Path, fmt: str | None = None) -> tuple[str, bool]:
     return fmt, gz
 
 
-def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempts") -> int:
-    """Write every row of a table (JSON columns as JSON text in CSV/Parquet, as values in JSONL);
-    the format is fmt, or else from the name of out."""
+def with_tags(frame, tags: list[str] | None, table: str = "attempts"):
+    """The rows of a table's frame whose tag is one of `tags` (all rows when none is given). A tag
+    that no row has is an error: most likely a typo, and an empty result would look like an empty
+    store."""
+    if not tags:
+        return frame
+    present = set(frame["tag"].dropna().astype(str))
+    unknown = [t for t in tags if t not in present]
+    if unknown:
+        known = ", ".join(sorted(present)) or "none"
+        raise StoreError(f"no {table} row has tag {unknown[0]!r} (tags in {table}: {known})")
+    return frame[frame["tag"].isin(tags)].reset_index(drop=True)
+
+
+def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempts", tags=None) -> int:
+    """Write every row of a table, or those of the given tags (JSON columns as JSON text in
+    CSV/Parquet, as values in JSONL); the format is fmt, or else from the name of out. Nothing is
+    written when a tag is unknown."""
     fmt, gz = format_of(out, fmt)
     t = _table(table)
     out = Path(out)
     if gz and fmt == "parquet":
         raise StoreError("parquet compresses itself: write it without .gz")
-    df = store.table_frame(t.name, t.columns)
+    df = with_tags(store.table_frame(t.name, t.columns), tags, t.name)
     tmp = out.with_name(out.name + ".partial")
     if fmt == "jsonl":
         with (gzip.open(tmp, "wt") if gz else tmp.open("w")) as f:

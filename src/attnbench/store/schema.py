@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from ..record import COLUMNS, JSON_NAMES, NAMES, Status
 
-# 1: the first schema. 2: dispatch_main_family, dispatch_attention_family, device_uuid (added to a
-# version-1 store when it is opened: every change so far only adds columns).
-SCHEMA_VERSION = 2
+# 1: the first schema. 2: dispatch_main_family, dispatch_attention_family, device_uuid.
+# 3: kernel_us, timed_over_kernel, host_bound, warm-up and sample stationarity, clocks over the
+# timed window. An older store gains the new columns when it is opened: every change so far only
+# adds columns.
+SCHEMA_VERSION = 3
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):
@@ -42,6 +44,9 @@ def _statuses(c) -> str:
         return "**all**" if c.required_by else "all"
     if c.carried_by == c.required_by == frozenset(Status) - {Status.OK}:
         return "**all but OK**"
+    if c.carried_by == frozenset(Status) - {Status.OOM_PREDICTED}:
+        must = ", ".join(f"**{s.value}**" for s in Status if s in c.required_by)
+        return "all but OOM_PREDICTED" + (f" ({must} must)" if must else "")
     return ", ".join(f"**{s.value}**" if s in c.required_by else s.value for s in Status if s in c.carried_by)
 
 
