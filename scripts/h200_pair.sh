@@ -7,7 +7,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,uuid,clocks.sm,power.draw --format=csv,noheader
 for i in 0 1; do
   [ -n "${QUICK_DIR:-}" ] && [ -f "$QUICK_DIR/gpu$i.sqlite" ] && cp "$QUICK_DIR/gpu$i.sqlite" "$OUT/gpu$i.sqlite"
-  timeout ${QUICK_LIMIT:-560} python3 -m attnbench run --grid quick --repeats 3 --device cuda:$i \
+  timeout ${QUICK_LIMIT:-560} python3 -m attnbench run --grid quick --repeats ${REPEATS:-3} --device cuda:$i \
     --db "$OUT/gpu$i.sqlite" > "$OUT/gpu$i.txt" 2>&1 &
 done
 wait
