@@ -146,8 +146,8 @@ def test_work_the_timer_cannot_see_is_never_ok(tmp_path):
     assert all(r["status"] != "OK" and r["samples_us"] is None for r in own), own
     (prefill,) = [r for r in own if r["mode"] == "prefill"]  # the shape of the report: B=4 N=4k causal
     assert prefill["status"] == "IMPLAUSIBLE" and "did not see the work" in prefill["reason"], prefill
-    statuses = {r["launch"]: r["status"] for r in by(rows, "fake-outside-graph") if r["mode"] == "decode"}
-    assert statuses == {"eager": "OK", "graph": "IMPLAUSIBLE"}, statuses
+    statuses = {(r["mode"], r["launch"]): r["status"] for r in by(rows, "fake-outside-graph")}
+    assert statuses == {("prefill", "eager"): "OK", ("decode", "eager"): "OK", ("decode", "graph"): "IMPLAUSIBLE"}
 
 
 def _uuid(index: int) -> str:

@@ -4,7 +4,7 @@ timer cannot see: on a stream of their own, or left out of a captured CUDA graph
 from __future__ import annotations
 
 from attnbench.backends.base import Backend
-from attnbench.backends.layout import from_bhnd, to_bhnd
+from attnbench.backends.layout import from_bhnd, sdpa_mask_args, to_bhnd
 
 TRITON = {"cuda": frozenset({"triton"})}
 
@@ -59,10 +59,12 @@ def _sdpa(w, inputs):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+    mask = sdpa_mask_args(w.q_len, w.kv_len, w.causal, w.causal_align)
 
     def run():
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-            o = F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, enable_gqa=w.kv_heads != w.q_heads)
+            o = F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, enable_gqa=w.kv_heads != w.q_heads,
+                                               **mask)
         return from_bhnd(o, w.layout)
 
     return run
