@@ -36,8 +36,10 @@ class FakeExecutor(BaseExecutor):
         self.started = Started(PROV, DeviceInfo.from_dict(PROV["device"]), Placement("CPU fake", None, "uuid-0"))
         return self.started
 
-    def run(self, attempts, sink):
+    def run(self, attempts, sink, claim=lambda a: True):
         for a in attempts:
+            if not claim(a):
+                continue
             if self.fail_after is not None and len(self.received) == self.fail_after:
                 raise KeyboardInterrupt
             self.received.append(a)

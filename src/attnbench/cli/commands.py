@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import sys
@@ -95,15 +96,14 @@ def cmd_run(args, argv) -> int:
     backends = select(args.backends, args.plugin)
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
-    if not args.timeout > 0:
-        raise UsageError("--timeout must be positive")
-    if not args.tol > 0:
-        raise UsageError("--tol must be positive")
+    for name, value in (("--timeout", args.timeout), ("--tol", args.tol), ("--max-time", args.max_time)):
+        if value is not None and not (math.isfinite(value) and value > 0):  # inf --tol would switch the check off
+            raise UsageError(f"{name} must be positive and finite, got {value:g}")
+    if not args.db.strip():
+        raise UsageError("--db is empty")
     db = Path(args.db)
     if not db.parent.exists():
         raise UsageError(f"directory of --db does not exist: {db.parent}")
-    if args.max_time is not None and args.max_time <= 0:
-        raise UsageError("--max-time must be positive")
     cfg = LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin], timeout_s=args.timeout,
                       seed=args.seed, tol=args.tol, timing=TimingConfig.for_device(device, args.max_time),
                       log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
@@ -171,7 +171,7 @@ def cmd_show(args, argv) -> int:
     from ..store.db import Store
     from ..store.io import with_tags
 
-    store = Store(args.db, create=False)
+    store = Store(args.db, readonly=True)
     try:
         df, runs = store.dataframe(), store.runs()
     finally:
@@ -193,7 +193,7 @@ def cmd_export(args, argv) -> int:
     if not outp.parent.exists():
         raise UsageError(f"directory of --out does not exist: {outp.parent}")
     fmt, _ = format_of(outp, args.format)  # a bad name is reported before the store is opened
-    store = Store(args.db, create=False)
+    store = Store(args.db, readonly=True)
     try:
         n = export(store, fmt, outp, table=args.table, tags=args.tags)
     finally:

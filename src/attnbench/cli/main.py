@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return getattr(commands, "cmd_" + args.cmd)(args, argv)
     except (UsageError, GridError, BackendError, StoreError, WorkloadError) as e:
-        print(f"attnbench: error: {e}", file=sys.stderr)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]  # one line, whatever the library said
+        print(f"attnbench: error: {first}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("attnbench: interrupted; run the same command again to resume", file=sys.stderr)

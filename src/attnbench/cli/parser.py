@@ -27,7 +27,10 @@ class Parser(argparse.ArgumentParser):
 
 
 def _csv(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
+    items = [x.strip() for x in s.split(",") if x.strip()]
+    if not items:  # an empty list would silently mean "no filter": everything
+        raise argparse.ArgumentTypeError(f"{s!r} names nothing")
+    return items
 
 
 def build_parser() -> Parser:

@@ -82,7 +82,10 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running
             if a.planned:
                 sink(Outcome(a, {"status": a.planned.value, "reason": a.reason}, 0.0, started.placement))
-        executor.run([a for a in todo if not a.planned], sink)
+        try:
+            executor.run([a for a in todo if not a.planned], sink, lambda a: store.claim(a.key, report.run_id))
+        finally:
+            store.release_claims(report.run_id)
         report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
         store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s})
         return report

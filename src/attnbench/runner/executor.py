@@ -49,6 +49,11 @@ class Outcome:
 
 
 Sink = Callable[[Outcome], None]
+Claim = Callable[[Attempt], bool]  # False: another run sharing the store has taken (or done) it
+
+
+def take_all(attempt: Attempt) -> bool:
+    return True
 
 
 class Executor(Protocol):
@@ -61,9 +66,10 @@ class Executor(Protocol):
              seed: int) -> list[Attempt]:
         """Every attempt of the sweep, planned against the started device's facts."""
 
-    def run(self, attempts: Iterable[Attempt], sink: Sink) -> None:
+    def run(self, attempts: Iterable[Attempt], sink: Sink, claim: Claim = take_all) -> None:
         """Run the attempts (none of them planned-out or already done) and hand each outcome to
-        the sink, exactly once per attempt, as it completes."""
+        the sink, exactly once per attempt, as it completes. Each attempt is claimed right before
+        it runs; one another run has claimed is skipped without an outcome."""
 
     def close(self) -> None:
         """Release every process and device the executor holds (idempotent)."""

@@ -9,7 +9,7 @@ from typing import Iterable
 from ..backends.base import Backend, DeviceInfo
 from ..measure.timing import TimingConfig
 from ..status import Status
-from .executor import BaseExecutor, Outcome, Placement, Sink, Started
+from .executor import BaseExecutor, Claim, Outcome, Placement, Sink, Started, take_all
 from .planner import Attempt
 from .supervisor import Worker, WorkerGone, WorkerTimeout
 
@@ -153,7 +153,7 @@ class LocalExecutor(BaseExecutor):
         self.started = Started(prov, DeviceInfo.from_dict(prov["device"]), Placement.from_provenance(prov))
         return self.started
 
-    def run(self, attempts: Iterable[Attempt], sink: Sink) -> None:
+    def run(self, attempts: Iterable[Attempt], sink: Sink, claim: Claim = take_all) -> None:
         attempts = list(attempts)
         current = None  # the workload the workers hold inputs for
         repeat = None  # the repeat the current workers serve
@@ -164,6 +164,8 @@ class LocalExecutor(BaseExecutor):
                         self.close()
                     self._prestart({self._slot(b.backend) for b in attempts if b.repeat == a.repeat})
                     repeat = a.repeat
+                if not claim(a):
+                    continue
                 if current not in (None, a.workload):
                     self._release()
                 current = a.workload

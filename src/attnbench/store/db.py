@@ -1,12 +1,17 @@
-"""SQLite store (WAL): typed insert and query of attempts and runs."""
+"""SQLite store (WAL): typed insert and query of attempts and runs, claims of running attempts."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import quote
 
-from .schema import ATTEMPT_COLUMNS, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
+from .schema import ATTEMPT_COLUMNS, CLAIMS_DDL, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
+
+LOCK_TIMEOUT_S = 30  # how long a write waits for another process's lock before giving up
 
 
 class StoreError(ValueError):
@@ -18,47 +23,96 @@ def utcnow() -> str:
 
 
 class Store:
-    def __init__(self, path: str | Path, create: bool = True):
+    """One store file. readonly=True (show, export, analysis) never writes, not even WAL files, so
+    a store in a read-only place can be read; a damaged store is refused on open, by every command."""
+
+    def __init__(self, path: str | Path, create: bool = True, readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
+        if not str(path).strip():
+            raise StoreError("the store path is empty")
         if self.path.is_dir():
             raise StoreError(f"store path is a directory: {self.path}")
-        if not create and not self.path.is_file():
+        if (readonly or not create) and not self.path.is_file():
             raise StoreError(f"store not found: {self.path}")
         try:
-            self.con = sqlite3.connect(str(self.path), timeout=30)
+            self.con = self._open_readonly() if readonly else sqlite3.connect(str(self.path), timeout=LOCK_TIMEOUT_S)
             self.con.row_factory = sqlite3.Row
-            self._migrate(create)  # refuses a foreign file before anything is changed in it
-            self.con.execute("PRAGMA journal_mode=WAL")
-            self.con.execute("PRAGMA synchronous=NORMAL")
+            self._check_integrity()
+            if readonly:
+                self._check_version(self._version())
+            else:
+                self._migrate(create)  # refuses a foreign file before anything is changed in it
+                self.con.execute("PRAGMA journal_mode=WAL")
+                self.con.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.OperationalError as e:
+            raise StoreError(_operational(self.path, e)) from None
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path} is not a usable attnbench store: {e}") from None
 
-    def _migrate(self, create: bool) -> None:
-        has_meta = self.con.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone()
-        if has_meta:
-            row = self.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else 0
-            if version < 1 or version > SCHEMA_VERSION:
-                raise StoreError(f"{self.path} has schema version {version}; this attnbench reads {SCHEMA_VERSION}")
-            if version < SCHEMA_VERSION:
-                self._upgrade()
-            return
-        foreign = self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchone()
-        if not create or foreign:  # never add our tables to somebody else's database
+    def _open_readonly(self) -> sqlite3.Connection:
+        uri = "file:" + quote(str(self.path.resolve()))
+        if Path(str(self.path) + "-wal").exists():
+            # a writer has it open (or stopped without closing): its uncheckpointed rows are in the
+            # -wal file, read through SQLite's shared-memory index beside it, which exists already
+            return sqlite3.connect(uri + "?mode=ro", uri=True, timeout=LOCK_TIMEOUT_S)
+        # Nobody has it open: read the file as it is. This writes nothing (no -shm or -wal file
+        # appears, so a read-only directory works); a run that opens it meanwhile writes to its own
+        # -wal and checkpoints only after about 4 MB of rows.
+        return sqlite3.connect(uri + "?immutable=1", uri=True)
+
+    def _check_integrity(self) -> None:
+        bad = [r[0] for r in self.con.execute("PRAGMA quick_check(3)")]
+        if bad != ["ok"]:
+            first = (bad[0] or "").strip().splitlines()[0] if bad and bad[0] else "integrity check failed"
+            raise StoreError(f"{self.path} is damaged: {first}")
+
+    def _version(self) -> int | None:
+        """The schema version, or None for a database that is not (yet) a store."""
+        if not self.con.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone():
+            return None
+        row = self.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _check_version(self, version: int | None) -> None:
+        if version is None:
             raise StoreError(f"{self.path} is not an attnbench store")
-        with self.con:
-            for stmt in ddl():
-                self.con.execute(stmt)
-            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        if version < 1 or version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}; this attnbench reads {SCHEMA_VERSION}")
+
+    def _migrate(self, create: bool) -> None:
+        # Under a write lock from the first read: processes creating one store at once take turns,
+        # and the later ones find the tables made.
+        self.con.isolation_level = None
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._version()
+            if version is None:
+                foreign = self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchone()
+                if not create or foreign:  # never add our tables to somebody else's database
+                    raise StoreError(f"{self.path} is not an attnbench store")
+                for stmt in ddl():
+                    self.con.execute(stmt)
+                self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            else:
+                self._check_version(version)
+                if version < SCHEMA_VERSION:
+                    self._upgrade()
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        finally:
+            self.con.isolation_level = ""
 
     def _upgrade(self) -> None:
-        """An older store gains the columns added since (every schema change so far only adds)."""
+        """An older store gains the columns and tables added since (every change so far only adds)."""
         have = {r[1] for r in self.con.execute("PRAGMA table_info(attempts)")}
-        with self.con:
-            for c, t, _ in ATTEMPT_COLUMNS:
-                if c not in have:
-                    self.con.execute(f"ALTER TABLE attempts ADD COLUMN {c} {t}")
-            self.con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        for c, t, _ in ATTEMPT_COLUMNS:
+            if c not in have:
+                self.con.execute(f"ALTER TABLE attempts ADD COLUMN {c} {t}")
+        self.con.execute(CLAIMS_DDL)
+        self.con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self.con.close()
@@ -135,19 +189,68 @@ class Store:
         return cur.rowcount
 
     def attempts(self, where: str = "", params: tuple = ()) -> list[dict]:
-        q = f"SELECT {','.join(COLUMN_NAMES)} FROM attempts {where}"
-        return [{c: _decode(c, r[c]) for c in COLUMN_NAMES} for r in self.con.execute(q, params)]
+        have = self._columns("attempts")
+        q = f"SELECT {','.join(c for c in COLUMN_NAMES if c in have)} FROM attempts {where}"
+        return [{c: _decode(c, r[c]) if c in have else None for c in COLUMN_NAMES} for r in self.con.execute(q, params)]
 
     def dataframe(self):
         return self.table_frame("attempts", COLUMN_NAMES)
 
     def table_frame(self, table: str, columns):
+        """The table's rows in insertion order; a column an older (read-only) store lacks reads NULL."""
         import pandas as pd
 
-        return pd.read_sql_query(f"SELECT {','.join(columns)} FROM {table} ORDER BY rowid", self.con)
+        have = self._columns(table)
+        present = [c for c in columns if c in have]
+        df = pd.read_sql_query(f"SELECT {','.join(present)} FROM {table} ORDER BY rowid", self.con)
+        for c in columns:
+            if c not in have:
+                df[c] = None
+        return df[list(columns)]
+
+    def _columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")}
+
+    # ---- claims: two runs sharing a store never measure one attempt twice ---------------------
+    def claim(self, attempt_key: str, run_id: str) -> bool:
+        """Take the attempt for this run: False when it already has a row, or another live run
+        (a process still running on this host, or any claim on another host) holds it."""
+        host, pid = socket.gethostname(), os.getpid()
+        with self.con:
+            self.con.execute("BEGIN IMMEDIATE")
+            if self.con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (attempt_key,)).fetchone():
+                return False
+            held = self.con.execute("SELECT run_id, host, pid FROM claims WHERE attempt_key=?",
+                                    (attempt_key,)).fetchone()
+            if held and held["run_id"] != run_id and not (held["host"] == host and not _alive(held["pid"])):
+                return False
+            self.con.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
+                             (attempt_key, run_id, host, pid, utcnow()))
+        return True
+
+    def release_claims(self, run_id: str) -> None:
+        with self.con:
+            self.con.execute("DELETE FROM claims WHERE run_id=?", (run_id,))
 
     def count(self) -> int:
         return self.con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _operational(path: Path, e: sqlite3.OperationalError) -> str:
+    text = str(e)
+    if "locked" in text or "busy" in text:
+        return f"{path} is locked by another program (waited {LOCK_TIMEOUT_S} s); try again when it is done"
+    if "disk" in text and "full" in text:
+        return f"{path}: the disk is full"
+    return f"{path}: {text}"
 
 
 def _encode(col: str, v):

@@ -54,6 +54,10 @@ def format_of(path: str | Path, fmt: str | None = None) -> tuple[str, bool]:
             raise StoreError(f"cannot tell the format of {path}; pass --format {'|'.join(FORMATS)}")
     elif fmt not in FORMATS:
         raise StoreError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    else:
+        named = (Path(path.stem) if gz else path).suffix.lstrip(".")
+        if named in FORMATS and named != fmt:
+            raise StoreError(f"--format {fmt} contradicts the name {path.name} ({named})")
     return fmt, gz
 
 
@@ -78,24 +82,51 @@ def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempt
     fmt, gz = format_of(out, fmt)
     t = _table(table)
     out = Path(out)
+    refuse_to_overwrite_a_store(store.path, out)
     if gz and fmt == "parquet":
         raise StoreError("parquet compresses itself: write it without .gz")
     df = with_tags(store.table_frame(t.name, t.columns), tags, t.name)
     tmp = out.with_name(out.name + ".partial")
-    if fmt == "jsonl":
-        with (gzip.open(tmp, "wt") if gz else tmp.open("w")) as f:
-            for rec in df.to_dict(orient="records"):
-                rec = {k: _clean(v) for k, v in rec.items()}
-                for c in t.json_columns:
-                    if isinstance(rec.get(c), str):
-                        rec[c] = json.loads(rec[c])
-                f.write(json.dumps(rec) + "\n")
-    elif fmt == "csv":
-        df.to_csv(tmp, index=False, compression="gzip" if gz else None)
-    else:
-        df.to_parquet(tmp, index=False)
-    tmp.replace(out)  # nothing half-written under the final name
+    try:
+        if fmt == "jsonl":
+            with (gzip.open(tmp, "wt") if gz else tmp.open("w")) as f:
+                for rec in df.to_dict(orient="records"):
+                    rec = {k: _clean(v) for k, v in rec.items()}
+                    for c in t.json_columns:
+                        if isinstance(rec.get(c), str):
+                            rec[c] = json.loads(rec[c])
+                    f.write(json.dumps(rec) + "\n")
+        elif fmt == "csv":
+            df.to_csv(tmp, index=False, compression="gzip" if gz else None)
+        else:
+            df.to_parquet(tmp, index=False)
+        tmp.replace(out)  # nothing half-written under the final name
+    except OSError as e:  # disk full, a read-only place: one line, and no .partial left behind
+        raise StoreError(f"cannot write {out}: {e.strerror or e}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
     return len(df)
+
+
+SQLITE_MAGIC = b"SQLite format 3\0"
+
+
+def refuse_to_overwrite_a_store(db: Path, out: Path) -> None:
+    """An export never replaces a store: not the one it reads (under any name), nor any other
+    SQLite database, nor a directory."""
+    if out.is_dir():
+        raise StoreError(f"--out is a directory: {out}")
+    if not out.exists():
+        return
+    if db.exists() and out.samefile(db):
+        raise StoreError(f"--out {out} is the store being exported; write the export to another file")
+    try:
+        with out.open("rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError:
+        return
+    if head == SQLITE_MAGIC:
+        raise StoreError(f"--out {out} is a SQLite database; an export does not overwrite one")
 
 
 def _clean(v):
@@ -149,8 +180,27 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
                 typed[c] = _typed(t, c, r.get(c))
             except (TypeError, ValueError) as e:
                 raise StoreError(f"{p}: row {i + 1}, column {c}: {e}") from None
+        if table == "attempts":
+            why = _not_a_record(typed)
+            if why:
+                raise StoreError(f"{p}: row {i + 1}: {why}")
         out.append(typed)
     return out
+
+
+def _not_a_record(row: dict) -> str | None:
+    """Why an imported attempts row could not have been written by attnbench: an unknown status, or
+    a value its status must carry (samples of an OK row, the reason of a failure) missing."""
+    from ..record import BY_NAME, Status
+
+    try:
+        status = Status(row["status"])
+    except ValueError:
+        return f"unknown status {row['status']!r}; statuses: {', '.join(s.value for s in Status)}"
+    missing = [c for c, col in BY_NAME.items() if status in col.required_by and row.get(c) is None]
+    if status is Status.OK and not json.loads(row.get("samples_us") or "[]"):
+        missing.insert(0, "samples_us")
+    return f"a {status.value} row lacks {', '.join(dict.fromkeys(missing))}" if missing else None
 
 
 def _typed(table: Table, col: str, v):
@@ -158,7 +208,10 @@ def _typed(table: Table, col: str, v):
         return None
     t = table.types[col]
     if col in table.json_columns:
-        return v if isinstance(v, str) else json.dumps(v)
+        if isinstance(v, str):
+            json.loads(v)  # invalid JSON text would break every later read of the store
+            return v
+        return json.dumps(v)
     if t == "INTEGER":
         return int(v)
     if t == "REAL":

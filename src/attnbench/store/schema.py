@@ -28,6 +28,12 @@ RUN_COLUMNS: list[tuple[str, str, str]] = [
 ]
 
 
+# Which run is measuring which attempt right now, so two runs sharing a store never measure one
+# attempt twice; a claim lives from just before the attempt runs until its row is written.
+CLAIMS_DDL = ("CREATE TABLE IF NOT EXISTS claims (attempt_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+              "host TEXT, pid INTEGER, claimed_at TEXT)")
+
+
 def ddl() -> list[str]:
     cols = ",\n  ".join(f"{c} {t}" for c, t, _ in ATTEMPT_COLUMNS)
     runs = ",\n  ".join(f"{c} {t}" for c, t, _ in RUN_COLUMNS)
@@ -36,6 +42,7 @@ def ddl() -> list[str]:
         f"CREATE TABLE IF NOT EXISTS runs (\n  {runs}\n)",
         f"CREATE TABLE IF NOT EXISTS attempts (\n  {cols}\n)",
         "CREATE INDEX IF NOT EXISTS attempts_workload ON attempts (workload_key, backend)",
+        CLAIMS_DDL,
     ]
 
 

@@ -1,0 +1,189 @@
+"""No command destroys or half-writes a store: exports never overwrite a store, readers write
+nothing, damaged stores and invalid imports are refused in one line, concurrent use is safe."""
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import sqlite3
+
+import pytest
+
+from attnbench.store import db as db_mod
+from attnbench.store.db import Store, StoreError
+from conftest import make_row, rows_of
+
+
+def digest(p) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def listing(d) -> set[str]:
+    return {p.name for p in d.iterdir()}
+
+
+@pytest.fixture
+def store_file(tmp_path):
+    p = tmp_path / "s.sqlite"
+    s = Store(p)
+    s.start_run("run-a", "default", "g", "attnbench run", "CPU test", {"ceilings": {}})
+    s.insert_many([make_row(i) for i in range(4)])
+    s.finish_run("run-a")
+    s.close()
+    return p
+
+
+def one_line_error(res, text):
+    assert res.rc == 2, (res.rc, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attnbench: error: ") and text in lines[0], res.err
+
+
+@pytest.mark.parametrize("target", ["same", "symlink", "other-store", "directory"])
+def test_export_never_overwrites_a_store(cli, store_file, tmp_path, target):
+    other = tmp_path / "other.sqlite"
+    Store(other).close()
+    out = {"same": store_file, "symlink": tmp_path / "link.jsonl", "other-store": other,
+           "directory": tmp_path / "dir.jsonl"}[target]
+    if target == "symlink":
+        out.symlink_to(store_file)
+    if target == "directory":
+        out.mkdir()
+    before = {p: digest(p) for p in (store_file, other)}
+    res = cli("export", "--db", store_file, "--out", out, "--format", "jsonl")
+    text = {"same": "is the store being exported", "symlink": "is the store being exported",
+            "other-store": "is a SQLite database", "directory": "is a directory"}[target]
+    one_line_error(res, text)
+    assert {p: digest(p) for p in (store_file, other)} == before
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_readers_write_nothing_beside_the_store(cli, store_file, tmp_path):
+    before, files = digest(store_file), listing(tmp_path)
+    assert cli("show", "--db", store_file, "--status").rc == 0
+    assert cli("export", "--db", store_file, "--out", tmp_path / "x.jsonl").rc == 0
+    assert digest(store_file) == before
+    assert listing(tmp_path) == files | {"x.jsonl"}  # no -wal or -shm file appeared
+
+
+def test_a_reader_sees_the_rows_of_a_run_in_progress(store_file):
+    writer = Store(store_file)  # a run holding the store open, its rows still in the -wal file
+    writer.insert(make_row(9))
+    reader = Store(store_file, readonly=True)
+    assert reader.count() == 5
+    reader.close()
+    writer.close()
+
+
+def damage(p) -> None:
+    """Overwrite the middle of the attempts table's pages with garbage (not the header)."""
+    data = bytearray(p.read_bytes())
+    page = 4096
+    for i in range(2 * page, len(data) - page, page):
+        data[i + 100:i + 400] = b"\xff" * 300
+    p.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("argv", [["show", "--db", "{db}"], ["export", "--db", "{db}", "--out", "{d}/x.jsonl"],
+                                  ["import", "{d}/in.jsonl", "--db", "{db}"],
+                                  ["run", "--grid", "smoke", "--backends", "sdpa-math", "--db", "{db}"]])
+def test_a_damaged_store_is_named_in_one_line_by_every_command(cli, store_file, tmp_path, argv):
+    s = Store(store_file)
+    s.insert_many([make_row(i, attempt_key=f"fill{i}") for i in range(10, 200)])  # a few pages of rows
+    s.close()
+    (tmp_path / "in.jsonl").write_text(json.dumps(make_row(300, attempt_key="new")) + "\n")
+    damage(store_file)
+    res = cli(*[a.format(db=store_file, d=tmp_path) for a in argv])
+    assert res.rc == 2 and len(res.err.strip().splitlines()) == 1, res.err
+    assert "damaged" in res.err or "malformed" in res.err or "not a usable" in res.err, res.err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize("change,text", [
+    ({"samples_us": "[1.0, oops"}, "samples_us"),
+    ({"status": "SKIPPED"}, "unknown status 'SKIPPED'"),
+    ({"samples_us": None, "median_us": None}, "lacks samples_us"),
+    ({"status": "CRASH", "reason": None, "samples_us": None}, "lacks reason"),
+])
+def test_import_refuses_rows_attnbench_could_not_have_written(cli, tmp_path, change, text):
+    rows = [make_row(0), make_row(1, **change)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = cli("import", src, "--db", tmp_path / "new.sqlite")
+    one_line_error(res, text)
+    assert not (tmp_path / "new.sqlite").exists()
+
+
+def test_a_format_that_contradicts_the_name_is_bad_input(cli, store_file, tmp_path):
+    one_line_error(cli("export", "--db", store_file, "--out", tmp_path / "x.jsonl", "--format", "csv"),
+                   "contradicts the name")
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def _create_and_insert(args) -> int:
+    path, i = args
+    s = Store(path)
+    s.insert(make_row(i, attempt_key=f"p{i}"))
+    s.close()
+    return i
+
+
+def test_several_processes_create_and_fill_one_new_store(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    with mp.get_context("spawn").Pool(6) as pool:
+        assert sorted(pool.map(_create_and_insert, [(str(path), i) for i in range(12)])) == list(range(12))
+    assert len(rows_of(path)) == 12
+
+
+def test_claims_keep_two_runs_from_measuring_one_attempt(store_file):
+    a, b = Store(store_file), Store(store_file)
+    assert a.claim("fresh", "run-1") and a.claim("fresh", "run-1")  # taking it again is harmless
+    assert not b.claim("fresh", "run-2")  # this process is alive: run-1 still holds it
+    assert not b.claim("key0000", "run-2")  # already has a row
+    a.release_claims("run-1")
+    assert b.claim("fresh", "run-2")
+    # a claim left by a process that died is taken over
+    b.con.execute("UPDATE claims SET pid=999999999, run_id='dead' WHERE attempt_key='fresh'")
+    b.con.commit()
+    assert a.claim("fresh", "run-3")
+    a.close()
+    b.close()
+
+
+def test_a_lock_held_too_long_ends_in_one_line(cli, store_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(db_mod, "LOCK_TIMEOUT_S", 0.2)
+    holder = sqlite3.connect(store_file)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        (tmp_path / "in.jsonl").write_text(json.dumps(make_row(300, attempt_key="new")) + "\n")
+        res = cli("import", tmp_path / "in.jsonl", "--db", store_file)
+        one_line_error(res, "locked by another program")
+    finally:
+        holder.rollback()
+        holder.close()
+    with pytest.raises(StoreError, match="locked"):
+        h = sqlite3.connect(store_file)
+        h.execute("BEGIN EXCLUSIVE")
+        try:
+            Store(store_file)
+        finally:
+            h.rollback()
+            h.close()
+
+
+@pytest.mark.parametrize("option,value,text", [
+    ("--timeout", "inf", "--timeout must be positive and finite"),
+    ("--timeout", "nan", "--timeout must be positive and finite"),
+    ("--tol", "inf", "--tol must be positive and finite"),
+    ("--max-time", "nan", "--max-time must be positive and finite"),
+    ("--max-time", "0", "--max-time must be positive and finite"),
+    ("--db", "", "--db is empty"),
+    ("--backends", "", "names nothing"),
+    ("--backends", " , ", "names nothing"),
+    ("--modes", ",", "names nothing"),
+])
+def test_bad_run_options_exit_2_and_write_nothing(cli, tmp_path, monkeypatch, option, value, text):
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "--grid", "smoke", "--db", str(tmp_path / "r.sqlite"), option, value]
+    one_line_error(cli(*argv), text)
+    assert listing(tmp_path) == set()
