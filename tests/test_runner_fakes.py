@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -457,7 +458,7 @@ def test_compiler_workers_compile_in_process_unless_the_user_says_otherwise(tmp_
     assert rows and {r["status"] for r in rows} == {"ERROR"}
     assert all(f"threads={seen}" in r["reason"] for r in rows)
     prov = json.loads(sqlite3.connect(db).execute("SELECT provenance FROM runs").fetchone()[0])
-    assert prov["compile_workers_env"] == {"TORCHINDUCTOR_COMPILE_THREADS": seen}
+    assert prov["compile_workers_env"]["TORCHINDUCTOR_COMPILE_THREADS"] == seen
 
 
 def test_a_resumed_sweep_keeps_the_workers_started_for_the_provenance(monkeypatch, tmp_path):
@@ -509,3 +510,46 @@ def test_a_resumed_sweep_keeps_the_workers_started_for_the_provenance(monkeypatc
     assert dict(report.counts) == {"UNSUPPORTED": 2} and report.resumed == 1  # repeats 1 and 2
     assert len(started) == 2 and first.stopped  # one more worker, for repeat 2 only
     store.close()
+
+
+CACHE_PROBE = """
+import os
+from attnbench.backends.base import Backend
+
+
+class CacheProbe(Backend):
+    def prepare(self, w, inputs):
+        raise RuntimeError("cache=" + str(os.environ.get("TORCHINDUCTOR_CACHE_DIR")) + " triton="
+                           + str(os.environ.get("TRITON_CACHE_DIR")))
+
+
+def backends():
+    return [CacheProbe(name="cache-probe", family="plugin", isolation="backend",
+                       kernel_families={"cpu": frozenset({"unfused-gemm"})}, description="reports its caches")]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("named", [False, True])
+def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named):
+    """Cold starts depend on a cache the run controls and records: a fresh one per run, removed after
+    it, or one the user names, kept."""
+    from attnbench.cli.main import main
+
+    plugin = tmp_path / "cacheprobe.py"
+    plugin.write_text(CACHE_PROBE)
+    db = tmp_path / "c.sqlite"
+    cache = tmp_path / "cc"
+    argv = ["run", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false", "--plugin", str(plugin),
+            "--backends", "cache-probe", "--db", str(db), "--device", "cpu"]
+    assert main(argv + (["--compile-cache", str(cache)] if named else [])) == 0
+    (row,) = rows_of(db)
+    prov = json.loads(sqlite3.connect(db).execute("SELECT provenance FROM runs").fetchone()[0])
+    used = prov["compile_cache"]["dir"]
+    assert prov["compile_cache"]["kind"] == ("named" if named else "fresh")
+    assert f"cache={used}/inductor triton={used}/triton" in row["reason"]
+    assert prov["compile_workers_env"]["TORCHINDUCTOR_CACHE_DIR"] == f"{used}/inductor"
+    if named:
+        assert used == str(cache)
+    else:
+        assert "attnbench-compile-" in used and not Path(used).exists()  # removed with the run

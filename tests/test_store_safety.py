@@ -187,3 +187,25 @@ def test_bad_run_options_exit_2_and_write_nothing(cli, tmp_path, monkeypatch, op
     argv = ["run", "--grid", "smoke", "--db", str(tmp_path / "r.sqlite"), option, value]
     one_line_error(cli(*argv), text)
     assert listing(tmp_path) == set()
+
+
+HOSTILE = """
+from attnbench.backends.base import Backend
+
+
+class Odd(Backend):
+    def availability(self):
+        return "needs lib[extra] >= 2 [/] [/red]"
+
+
+BACKENDS = [Odd(name="odd", family="plugin", description="[/red] a [bold]description[/bold] [/]")]
+"""
+
+
+def test_plugin_and_library_text_is_printed_as_text(cli, tmp_path):
+    plugin = tmp_path / "odd.py"
+    plugin.write_text(HOSTILE)
+    res = cli("backends", "--plugin", plugin)
+    assert res.rc == 0, res.err
+    out = " ".join(res.out.split())
+    assert "[/red] a [bold]description[/bold] [/]" in out and "needs lib[extra] >= 2 [/] [/red]" in out, out

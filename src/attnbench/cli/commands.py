@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .parser import UsageError
@@ -107,7 +108,8 @@ def cmd_run(args, argv) -> int:
     cfg = LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin], timeout_s=args.timeout,
                       seed=args.seed, tol=args.tol, timing=TimingConfig.for_device(device, args.max_time),
                       log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
-                      strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose))
+                      strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose),
+                      compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None)
     req = RunRequest(device, workloads, backends, args.repeats, args.tag, args.seed, grid_name,
                      shlex.join(["attnbench"] + list(argv)), args.retry_failed)
     executor = LocalExecutor(cfg)
@@ -148,6 +150,8 @@ def cmd_backends(args, argv) -> int:
         t.add_column(c)
     for r in rows:
         avail = "yes" if r["available"] else f"no: {r['why_not']}"
+        r = {k: escape(v) if isinstance(v, str) else v for k, v in r.items()}  # plugin and library text
+        avail = escape(avail)
         t.add_row(r["name"], r["family"], r["role"], avail, str(r["version"]), ",".join(r["devices"]),
                   r["isolation"], r["description"])
     out.print(t)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import sys
 
 from . import commands
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]  # one line, whatever the library said
         print(f"attnbench: error: {first}", file=sys.stderr)
         return 2
+    except sqlite3.OperationalError as e:  # a full disk or a lock held past the timeout while writing
+        print(f"attnbench: error: the store could not be written: {str(e).splitlines()[0]}; every row written "
+              "before is kept: run the same command again to resume", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("attnbench: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

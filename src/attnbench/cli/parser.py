@@ -74,6 +74,10 @@ def build_parser() -> Parser:
     r.add_argument("--strict-isolation", action="store_true",
                    help="a fresh process for every attempt of compile-based backends (slower; default: "
                         "one process per backend and repeat, compiler state reset before each attempt)")
+    r.add_argument("--compile-cache", metavar="DIR",
+                   help="where torch.compile and Triton keep compiled code (kept across runs, so cold starts "
+                        "after the first are cache hits); default: a fresh directory for each run, removed after "
+                        "it, so cold_start_us always includes compilation")
     r.add_argument("--dry-run", action="store_true",
                    help="print the plan's counts and exit (starts one worker to read the device; writes nothing)")
     r.add_argument("--retry-failed", action="store_true",

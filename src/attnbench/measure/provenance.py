@@ -121,5 +121,8 @@ def collect(device: str, seed: int, plugins=()) -> dict:
         "event_overhead_us": event_overhead_us(device),
         "event_overhead_prefilled_us": event_overhead_us(device, ahead=True) if device.startswith("cuda") else None,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # eager timings carry the host's pace: a loaded host is recorded, not hidden
+        "host_load_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "host_cpus": os.cpu_count(),
     }
     return prov

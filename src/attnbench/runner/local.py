@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -12,6 +13,7 @@ from ..status import Status
 from .executor import BaseExecutor, Claim, Outcome, Placement, Sink, Started, take_all
 from .planner import Attempt
 from .supervisor import Worker, WorkerGone, WorkerTimeout
+from .worker import compiler_env
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,7 @@ class LocalConfig:
     log_path: str | None = None  # workers' stdout/stderr
     strict_isolation: bool = False  # a fresh process for every attempt of a compile-based backend
     log_level: int = logging.WARNING  # workers' logging level
+    compile_cache: str | None = None  # a named compiler cache; None: a fresh one for this run
 
 
 class LocalExecutor(BaseExecutor):
@@ -40,6 +43,8 @@ class LocalExecutor(BaseExecutor):
         self.cfg, self.device = cfg, device
         self.workers: dict[str, Worker] = {}
         self.used: set[str] = set()  # worker slots that served the current workload
+        self._fresh_cache = None if cfg.compile_cache else tempfile.TemporaryDirectory(prefix="attnbench-compile-")
+        self.cache_dir = cfg.compile_cache or self._fresh_cache.name
 
     def _spec(self, a: Attempt) -> dict:
         return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.device,
@@ -52,7 +57,7 @@ class LocalExecutor(BaseExecutor):
         return "shared" if iso == "worker" else f"backend:{backend.name}"
 
     def _new_worker(self, slot: str | None = None, wait: bool = True) -> Worker:
-        warm = {"device": self.device, "compiler": slot is None or slot.startswith("backend:")}
+        warm = {"device": self.device, "compile_cache": self.cache_dir, "compiler": slot is None or slot.startswith("backend:")}
         return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm,
                       wait=wait)
 
@@ -150,6 +155,8 @@ class LocalExecutor(BaseExecutor):
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")
         self.charge("provenance", time.perf_counter() - t0)
         prov = res["provenance"]
+        prov["compile_workers_env"] = compiler_env(self.cache_dir)
+        prov["compile_cache"] = {"kind": "named" if self.cfg.compile_cache else "fresh", "dir": self.cache_dir}
         self.started = Started(prov, DeviceInfo.from_dict(prov["device"]), Placement.from_provenance(prov))
         return self.started
 
@@ -161,7 +168,7 @@ class LocalExecutor(BaseExecutor):
             for a in attempts:
                 if a.repeat != repeat:  # process-level repeats: every repeat gets fresh processes
                     if repeat is not None:  # (the first one run here keeps those started with start())
-                        self.close()
+                        self._stop_workers()
                     self._prestart({self._slot(b.backend) for b in attempts if b.repeat == a.repeat})
                     repeat = a.repeat
                 if not claim(a):
@@ -173,9 +180,15 @@ class LocalExecutor(BaseExecutor):
                 measured = self._execute(a)
                 sink(Outcome(a, measured, round(time.perf_counter() - t0, 4), self.started.placement))
         finally:
-            self.close()
+            self._stop_workers()
 
     def close(self) -> None:
+        """Stop every worker, and remove this run's fresh compiler cache (idempotent)."""
+        self._stop_workers()
+        if self._fresh_cache is not None:
+            self._fresh_cache.cleanup()
+
+    def _stop_workers(self) -> None:
         """Stop every worker at once, then wait (a compiler process takes seconds to exit)."""
         t0 = time.perf_counter()
         ws = list(self.workers.values())

@@ -22,9 +22,15 @@ def _watch_parent(parent: int) -> None:
 COMPILER_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
-def compiler_env() -> dict:
-    """The compiler settings workers of compile-based backends run with (recorded in provenance)."""
-    return {k: os.environ.get(k, v) for k, v in COMPILER_ENV.items()}
+def compiler_env(cache_dir: str | None = None) -> dict:
+    """The compiler settings workers of compile-based backends run with (recorded in provenance).
+    cache_dir: where Inductor and Triton keep compiled code for this run (a cold start then depends
+    on that directory alone, not on whatever earlier runs left in the default one)."""
+    env = {k: os.environ.get(k, v) for k, v in COMPILER_ENV.items()}
+    if cache_dir:
+        env.update(TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(cache_dir, "triton"))
+    return env
 
 
 def run_provenance(device: str, seed: int, plugins=(), measure_ceilings: bool = True) -> dict:
@@ -66,7 +72,7 @@ def _warm_up(device: str, compiler: bool) -> None:
 def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
                 log_path: str | None = None, warm: dict | None = None) -> None:
     if warm and warm.get("compiler"):
-        os.environ.update(compiler_env())  # before anything imports Inductor
+        os.environ.update(compiler_env(warm.get("compile_cache")))  # before anything imports Inductor
     if log_path:  # libraries' own prints (profiler, compilers) go to the run log, not the progress bar
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
