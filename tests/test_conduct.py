@@ -70,6 +70,9 @@ class Recorder(Observer):
     def begin(self, total, resumed, retried):
         self.events.append(("begin", total, resumed, retried))
 
+    def attempt(self, a):
+        self.events.append(("attempt", a.key))
+
     def row(self, row):
         self.events.append(("row", row["backend"], row["status"]))
 
@@ -88,7 +91,8 @@ def test_one_row_per_attempt_and_planned_rows_never_reach_the_executor(tmp_path)
     assert all(r["torch_version"] == "9.9" and r["attnbench_sha"] == "a" * 40 and r["median_us"] == 2.0 for r in ok)
     assert ex.started_with == ("cpu", ["fake-good", "fake-mutates"]) and ex.closed == 1
     assert obs.events[0] == ("starting", "cpu") and obs.events[1] == ("begin", 8, 0, 0)
-    assert [e[0] for e in obs.events[2:]] == ["row"] * 8
+    # the two planned rows, then each run attempt announced as it starts, before its row
+    assert [e[0] for e in obs.events[2:]] == ["row"] * 2 + ["attempt", "row"] * 6
     (run,) = store.runs()
     assert run["finished_at"] and run["provenance"]["sweep_overhead_s"]["worker_start"] == 1.5
     assert "store" in run["provenance"]["sweep_overhead_s"] and run["device_name"] == "CPU fake"
@@ -106,6 +110,7 @@ def test_resume_is_a_filter_on_the_plan(tmp_path):
     ex2, obs = FakeExecutor(), Recorder()
     report = conduct(ex2, store, request(), obs)
     assert report.resumed == 5 and obs.events[1] == ("begin", 8, 5, 0)
+    assert [e[0] for e in obs.events[2:]] == ["attempt", "row"] * 3
     assert {a.key for a in ex2.received}.isdisjoint(first) and len(ex2.received) == 3
     assert len(rows_of(tmp_path / "s.sqlite")) == 8
     assert pending(report.attempts, first | {a.key for a in ex2.received}) == []

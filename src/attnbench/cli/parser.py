@@ -84,16 +84,28 @@ def build_parser() -> Parser:
                    help="on resume, run again the attempts of this tag that ended TIMEOUT, CRASH or ERROR "
                         "(their rows are replaced)")
 
-    b = sub.add_parser("backends", help="list backends: family, role, availability and version")
-    b.add_argument("--plugin", action="append", default=[], metavar="FILE.py")
-    b.add_argument("--json", action="store_true")
+    b = sub.add_parser("backends", help="list backends: family, role, availability and version",
+                       description="List every backend a run could use (built-ins, entry-point plugins and "
+                                   "--plugin files): its family, role, whether it is usable here and why not, "
+                                   "its library version, devices and isolation.")
+    b.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="also load backends from this Python file; repeatable")
+    b.add_argument("--json", action="store_true",
+                   help="print JSON instead of a table (with capabilities and declared kernel families)")
 
-    e = sub.add_parser("env", help="print the provenance a run would record")
-    e.add_argument("--device", help="cpu, cuda or cuda:N")
+    e = sub.add_parser("env", help="print the provenance a run would record",
+                       description="Collect, as JSON, what a run records about where it runs: device, driver, "
+                                   "toolkit, library versions, source revision, timer overhead and the measured "
+                                   "ceilings (copy and read bandwidth, matmul rate per dtype).")
+    e.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
     e.add_argument("--no-ceilings", action="store_true", help="skip measuring copy bandwidth and matmul rate")
 
-    s = sub.add_parser("show", help="best backend per workload: time, TFLOP/s or GB/s, %% of ceiling")
-    s.add_argument("--db", default=DEFAULT_DB)
+    s = sub.add_parser("show", help="best backend per workload: time, TFLOP/s or GB/s, %% of ceiling",
+                       description="The fastest contestant per device and workload (median of per-repeat "
+                                   "medians), its throughput and share of the measured ceiling, the runner-up "
+                                   "and whether the lead is clear; then the run overview. Opens the store "
+                                   "read-only.")
+    s.add_argument("--db", default=DEFAULT_DB, help=f"the store to read (default: ./{DEFAULT_DB})")
     s.add_argument("--all", action="store_true", help="include accuracy references in the contest")
     s.add_argument("--status", action="store_true", help="also print attempts per backend and status")
     s.add_argument("--tag", dest="tags", action="append", metavar="TAG",
@@ -101,19 +113,27 @@ def build_parser() -> Parser:
                         "a tag no attempt has is an error")
 
     x = sub.add_parser("export", help="write the attempts (or runs) table to jsonl, csv or parquet; "
-                                      "a name ending in .gz is gzip-compressed (jsonl, csv)")
-    x.add_argument("--db", default=DEFAULT_DB)
+                                      "a name ending in .gz is gzip-compressed (jsonl, csv)",
+                       description="Write a table of a store to a file, every column of docs/schema.md, raw "
+                                   "samples included, so a result stands alone. The file appears complete or "
+                                   "not at all; an export never overwrites a store.")
+    x.add_argument("--db", default=DEFAULT_DB, help=f"the store to read (default: ./{DEFAULT_DB})")
     x.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the --out name")
-    x.add_argument("--out", required=True)
+    x.add_argument("--out", required=True, metavar="FILE",
+                   help="the file to write, e.g. results.jsonl.gz (its suffix gives the format)")
     x.add_argument("--table", choices=("attempts", "runs"), default="attempts",
                    help="runs: one row per invocation with its provenance (device, toolkit, ceilings)")
     x.add_argument("--tag", dest="tags", action="append", metavar="TAG",
                    help="keep only rows (attempts, or runs with --table runs) whose sweep tag is TAG; repeatable "
                         "(any of them); a tag no row of the table has is an error and nothing is written")
 
-    i = sub.add_parser("import", help="read an export back into a store (existing attempts and runs are kept)")
-    i.add_argument("file")
-    i.add_argument("--db", default=DEFAULT_DB)
+    i = sub.add_parser("import", help="read an export back into a store (existing attempts and runs are kept)",
+                       description="Add the rows of an export to a store (created if absent). Every row is "
+                                   "validated first (statuses, JSON columns, what each status must carry); "
+                                   "one bad row and nothing is written. Attempts already in the store are kept.")
+    i.add_argument("file", help="an export of attnbench (jsonl, csv or parquet, optionally .gz)")
+    i.add_argument("--db", default=DEFAULT_DB, help=f"the store to add to (default: ./{DEFAULT_DB})")
     i.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the file name")
-    i.add_argument("--table", choices=("attempts", "runs"), default="attempts")
+    i.add_argument("--table", choices=("attempts", "runs"), default="attempts",
+                   help="which table the file holds (default attempts; runs: an export made with --table runs)")
     return p

@@ -58,10 +58,15 @@ class SweepProgress(Observer):
         text = " ".join(f"[{COLORS[s]}]{s} {self.counts[s]}[/]" for s in ORDER if self.counts[s])
         return text + (f" [dim]resumed-past {self.skipped}[/]" if self.skipped else "")
 
+    def attempt(self, attempt) -> None:
+        """Name what runs now: the backend and the workload (a compile can take minutes)."""
+        w = attempt.workload
+        what = f"{attempt.backend.name} {w.mode} B{w.batch} N{w.kv_len} {w.launch} r{attempt.repeat}"
+        self.progress.update(self.task, description=escape(f"{what[:40]:<40}"))
+
     def row(self, row: dict) -> None:
         self.counts[row["status"]] += 1
-        desc = escape(f"{row['backend'][:16]:<16}")
-        self.progress.update(self.task, advance=1, counts=self._counts(), description=desc)
+        self.progress.update(self.task, advance=1, counts=self._counts())
 
 
 def summary(console: Console, store, counts: Counter, skipped: int, db, overhead: dict | None = None) -> None:

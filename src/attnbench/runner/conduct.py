@@ -47,6 +47,9 @@ class Observer:
     def begin(self, total: int, resumed: int, retried: int) -> None:
         """The plan is made: `total` attempts, `resumed` of them already stored."""
 
+    def attempt(self, attempt: Attempt) -> None:
+        """This attempt starts running now (it is claimed for this run)."""
+
     def row(self, row: dict) -> None:
         """One row was written."""
 
@@ -82,8 +85,14 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running
             if a.planned:
                 sink(Outcome(a, {"status": a.planned.value, "reason": a.reason}, 0.0, started.placement))
+        def claim(a: Attempt) -> bool:
+            taken = store.claim(a.key, report.run_id)
+            if taken:
+                observer.attempt(a)
+            return taken
+
         try:
-            executor.run([a for a in todo if not a.planned], sink, lambda a: store.claim(a.key, report.run_id))
+            executor.run([a for a in todo if not a.planned], sink, claim)
         finally:
             store.release_claims(report.run_id)
         report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
