@@ -32,7 +32,7 @@ def test_a_host_bound_lead_is_clear_only_with_its_caveat():
     assert r["best"] == "fast" and r["clear"] and r["caveat"] == "host-bound" and r["kernel_us"] == 2.0
     out = render(terminal.show(best, {"attempts": 2, "status": {"OK": 2}}, None, "s.sqlite", 2))
     assert "kernel µs" in out and "│ 10.6 │ 11.1 │ 2.0 │" in out, out
-    assert "yes (host-bound)" in out and "clear (host-bound):" in out
+    assert "yes (host-bound)" in out and "clear (host-bound), host:" in out
 
 
 def test_a_lead_smaller_than_the_clock_gap_says_clock():

@@ -9,7 +9,8 @@ from .frames import json_list
 def _seconds(start, end) -> float | None:
     if not start or not end:
         return None
-    return (pd.Timestamp(end) - pd.Timestamp(start)).total_seconds()
+    seconds = (pd.Timestamp(end) - pd.Timestamp(start)).total_seconds()
+    return seconds if seconds >= 0 else None  # rows imported from elsewhere can predate the run row
 
 
 def repeat_cv(df: pd.DataFrame) -> pd.Series:

@@ -167,13 +167,31 @@ def cmd_env(args, argv) -> int:
     return 0
 
 
+def select_rows(df, args):
+    """show's filters on the attempts frame: --tag, --where (any workload axis), --backend."""
+    from ..store.io import with_tags
+    from ..workloads import axes
+
+    df = with_tags(df, args.tags, "attempts")
+    for expr in args.where or ():
+        name, values = axes.parse_where(expr)
+        column = df[name].astype(bool) if axes.axis(name).type is bool else df[name]  # stored 0/1
+        df = df[column.isin(values)]
+    if args.backends:
+        unknown = sorted(set(args.backends) - set(df["backend"]))
+        if unknown:
+            raise UsageError(f"no attempt of backend {unknown[0]!r} in the store")
+        df = df[df["backend"].isin(args.backends)]
+    return df.reset_index(drop=True)
+
+
 def cmd_show(args, argv) -> int:
+    from ..analysis.frames import per_backend
     from ..analysis.outcomes import status_counts
     from ..analysis.overview import run_overview
     from ..analysis.winners import best_per_workload
-    from ..report import terminal
+    from ..report import formats, terminal
     from ..store.db import Store
-    from ..store.io import with_tags
 
     store = Store(args.db, readonly=True)
     try:
@@ -181,10 +199,32 @@ def cmd_show(args, argv) -> int:
     finally:
         store.close()
     # runs stay whole: ceilings are the device's latest, and the overview counts only runs with rows in df
-    df = with_tags(df, args.tags, "attempts")
+    df = select_rows(df, args)
+    if args.failures:
+        failed = df[df["status"] != "OK"]
+        frame = failed[["backend", "status", "reason", "repeat", "mode", "batch", "q_len", "kv_len", "q_heads",
+                        "kv_heads", "head_dim", "dtype", "causal", "launch", "device_name", "attempt_key"]]
+        return _emit(frame, args.format, lambda: [terminal.failures_table(failed)])
+    if args.rank:
+        ranked = per_backend(df)
+        if not args.all:
+            ranked = ranked[ranked["role"] != "accuracy_reference"]
+        return _emit(ranked, args.format, lambda: [terminal.ranking_table(ranked)])
     best = best_per_workload(df, runs, include_references=args.all)
-    for part in terminal.show(best, run_overview(df, runs), status_counts(df) if args.status else None,
-                              source=args.db, attempts=len(df)):
+    types = {r.get("device_name"): ((r.get("provenance") or {}).get("device") or {}).get("type") for r in runs}
+    return _emit(best, args.format, lambda: terminal.show(
+        best, run_overview(df, runs), status_counts(df) if args.status else None, source=args.db,
+        attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types))
+
+
+def _emit(frame, fmt: str, parts) -> int:
+    """The frame as data (csv, md, json) on stdout, or the rich rendering `parts()` gives."""
+    from ..report import formats
+
+    if fmt != "table":
+        sys.stdout.write(formats.as_text(frame, fmt))
+        return 0
+    for part in parts():
         out.print(part)
     return 0
 

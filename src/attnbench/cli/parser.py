@@ -108,6 +108,16 @@ def build_parser() -> Parser:
     s.add_argument("--db", default=DEFAULT_DB, help=f"the store to read (default: ./{DEFAULT_DB})")
     s.add_argument("--all", action="store_true", help="include accuracy references in the contest")
     s.add_argument("--status", action="store_true", help="also print attempts per backend and status")
+    s.add_argument("--where", action="append", metavar="AXIS=V1,V2",
+                   help="keep only workloads whose AXIS is one of the values; repeatable (see run --where)")
+    s.add_argument("--backend", dest="backends", type=_csv, metavar="NAMES",
+                   help="keep only these backends (comma list)")
+    s.add_argument("--rank", action="store_true", help="every backend of every workload, fastest first")
+    s.add_argument("--failures", action="store_true",
+                   help="every attempt that did not end OK, with its status and reason")
+    s.add_argument("--format", choices=("table", "csv", "md", "json"), default="table",
+                   help="table (default; compact below 160 columns) or the same results as csv, md or json")
+    s.add_argument("--wide", action="store_true", help="every column even on a narrow terminal")
     s.add_argument("--tag", dest="tags", action="append", metavar="TAG",
                    help="keep only attempts whose sweep tag (run --tag) is TAG; repeatable (any of them); "
                         "a tag no attempt has is an error")
@@ -136,4 +146,5 @@ def build_parser() -> Parser:
     i.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the file name")
     i.add_argument("--table", choices=("attempts", "runs"), default="attempts",
                    help="which table the file holds (default attempts; runs: an export made with --table runs)")
+
     return p

@@ -2,16 +2,20 @@
 from __future__ import annotations
 
 import pandas as pd
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
-from .columns import workload_columns
+from .columns import ALWAYS, workload_columns
 
 KERNEL_NOTE = ("name (kernel): that backend spent most of its device time in this library attention kernel "
                "(dispatch probe), e.g. torch.compile rewriting plain attention into SDPA")
 CAVEAT_NOTE = {
-    "host-bound": "clear (host-bound): the winner or the runner-up is an eager row whose median is more than "
-                  "1.5x its kernels' device time: the lead is the host's Python and launch path, not the kernel's",
-    "clock": "clear (clock): the two rows ran at SM clocks further apart than the lead",
+    "host-bound": "clear (host-bound), host: ahead by the rule, but the winner or the runner-up is an eager row "
+                  "whose median is more than 1.5x its kernels' device time: the lead is the host's Python and "
+                  "launch path, not the kernel's",
+    "clock": "clear (clock), clock: ahead by the rule, but the two rows ran at SM clocks further apart than the "
+             "lead",
 }
 _RIGHT = frozenset({"median µs", "p95 µs", "kernel µs", "throughput", "% ceiling", "×"})
 
@@ -51,26 +55,114 @@ def names_a_kernel(best: pd.DataFrame) -> bool:
     return False
 
 
-def fastest_table(best: pd.DataFrame, source) -> Table:
-    """best_per_workload's frame as a table: the workload, its winner and how far ahead it is."""
+WIDE_COLUMNS = 160  # a terminal at least this wide gets every column; narrower ones the compact table
+CEILING_NOTE = {
+    "decode": "% ceiling of decode rows is of the copy bandwidth (bytes read + written); a kernel that only "
+              "reads can exceed 100%",
+    "cpu": "% ceiling on a CPU is of one 512^3 matmul per dtype, a rough figure: a kernel computing in a "
+           "faster precision than its inputs can exceed it",
+}
+
+
+def _cells(r, workload, results) -> list[str]:
+    pct, ratio, kernel = r.get("pct_ceiling"), r.get("ratio"), r.get("kernel_us")
+    winner, runner_up = _labels(r)
+    value = {"best": winner, "median µs": f"{r['median_us']:.1f}", "p95 µs": f"{r['p95_us']:.1f}",
+             "kernel µs": f"{kernel:.1f}" if pd.notna(kernel) else "-",
+             "throughput": f"{r['value']:.3g} {r['metric']}", "% ceiling": f"{pct:.0f}%" if pd.notna(pct) else "-",
+             "runner-up": runner_up, "×": f"{ratio:.2f}" if pd.notna(ratio) else "-", "clear": _clear(r)}
+    return [c.text(r) for c in workload] + [value[c] for c in results]
+
+
+def fastest_table(best: pd.DataFrame, source, wide: bool = True) -> Table:
+    """best_per_workload's frame as a table: the workload, its winner and how far ahead it is.
+    wide=False (a narrow terminal, a CI log: fits 100 columns) writes each workload as one short
+    label of the fields that differ between rows, states the rest once in the caption, and drops p95
+    and kernel time; names are never cut."""
+    order = [c for c in ("device_name", "mode", "launch", "causal", "dtype", "head_dim", "batch", "kv_len", "q_len")
+             if c in best.columns]
+    best = best.sort_values(order, kind="stable") if len(best) else best  # a reader scans by workload
+    if not wide:
+        return _compact_table(best, source)
+    workload = workload_columns(best)
+    results = _result_columns(best)
     t = Table(title=f"Fastest backend per workload ({source}; median of per-repeat medians; clear = "
                     "≥10% ahead of the runner-up and the 95% bootstrap lower bound of that ratio > 1)")
-    workload = workload_columns(best)
     t.add_column("device")
     for c in workload:
         t.add_column(c.title(), justify="right" if c.right else "left")
-    results = _result_columns(best)
     for c in results:
         t.add_column(c, justify="right" if c in _RIGHT else "left")
     for _, r in best.iterrows():
-        pct, ratio, kernel = r.get("pct_ceiling"), r.get("ratio"), r.get("kernel_us")
-        winner, runner_up = _labels(r)
-        kernel_cell = (f"{kernel:.1f}" if pd.notna(kernel) else "-",) if "kernel µs" in results else ()
-        t.add_row(str(r["device_name"]), *(c.text(r) for c in workload), winner,
-                  f"{r['median_us']:.1f}", f"{r['p95_us']:.1f}", *kernel_cell, f"{r['value']:.3g} {r['metric']}",
-                  f"{pct:.0f}%" if pd.notna(pct) else "-", runner_up, f"{ratio:.2f}" if pd.notna(ratio) else "-",
-                  _clear(r))
+        t.add_row(escape(str(r["device_name"])), *(escape(x) for x in _cells(r, workload, results)))
     return t
+
+
+_MODE = {"train_fwd": "fwd", "train_fwd_bwd": "fwd+bwd", "prefill": "prefill", "decode": "decode"}
+
+
+def _short(n) -> str:
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def _label_parts(r, extra) -> dict[str, str]:
+    """Short text of each workload field, keyed by what it names; `extra`: the table's columns of
+    further axes (head_dim_v, layout, l2, ...) that differ between its rows."""
+    mask = "causal" + ("-tl" if r["causal_align"] == "top_left" else "") if r["causal"] else "full"
+    # decode has one query token: its length is the cache's
+    same = r["q_len"] == r["kv_len"] or r["mode"] == "decode"
+    n = _short(r["kv_len"]) if same else f"{_short(r['q_len'])}/{_short(r['kv_len'])}"
+    parts = {"mode": _MODE.get(r["mode"], r["mode"]), "B": f"B{r['batch']}", "N": f"N{n}",
+             "H": f"H{r['q_heads']}/{r['kv_heads']}", "D": f"D{r['head_dim']}", "dtype": str(r["dtype"]),
+             "mask": mask, "launch": str(r["launch"])}
+    for c in extra:
+        parts[c.title()] = f"{c.title()}={c.text(r)}"
+    return parts
+
+
+def _rate(r) -> str:
+    v = r["value"]
+    return f"{v:.3g} TF/s" if r["metric"] == "TFLOP/s" else f"{v / 1000:.3g} TB/s"
+
+
+def _compact_table(best: pd.DataFrame, source) -> Table:
+    extra = [c for c in workload_columns(best) if c not in ALWAYS]
+    labels = [_label_parts(r, extra) for _, r in best.iterrows()]
+    keys = list(dict.fromkeys(k for lab in labels for k in lab))
+    same = [k for k in keys if len({lab.get(k) for lab in labels}) == 1] if len(labels) > 1 else []
+    devices = sorted(set(best["device_name"].astype(str)))
+    shared = ([devices[0]] if len(devices) == 1 else []) + [labels[0][k] for k in same]
+    t = Table(title=f"Fastest backend per workload ({source})", box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 0, 0, 1),
+              caption=("every row: " + " ".join(shared) + "; " if shared else "")
+              + "median of per-repeat medians; clear: ≥10% ahead and 95% bootstrap bound > 1")
+    if len(devices) > 1:
+        t.add_column("device")
+    t.add_column("workload")
+    names = {"best": [_labels(r)[0] for _, r in best.iterrows()], "runner-up": [_labels(r)[1] for _, r in best.iterrows()]}
+    for c in ("best", "µs", "rate", "%", "×", "runner-up", "clear"):
+        # a name keeps its whole width (the workload label wraps instead); it folds only past 30 characters
+        t.add_column(c, justify="right" if c in ("µs", "rate", "%", "×") else "left", overflow="fold",
+                     no_wrap=c not in names, min_width=min(30, max(map(len, names[c]))) if c in names else None)
+    for (_, r), lab in zip(best.iterrows(), labels):
+        pct, ratio = r.get("pct_ceiling"), r.get("ratio")
+        winner, runner_up = _labels(r)
+        t.add_row(*([escape(str(r["device_name"]))] if len(devices) > 1 else []),
+                  " ".join(v for k, v in lab.items() if k not in same), escape(winner), f"{r['median_us']:.1f}",
+                  _rate(r), f"{pct:.0f}%" if pd.notna(pct) else "-", f"{ratio:.2f}" if pd.notna(ratio) else "-",
+                  escape(runner_up), _clear(r).replace("yes (host-bound)", "host").replace("yes (clock)", "clock"))
+    return t
+
+
+def ceiling_notes(best: pd.DataFrame, device_types: dict) -> list[str]:
+    """Why a shown % ceiling can exceed 100%, for the cases the table holds."""
+    over = best[pd.to_numeric(best.get("pct_ceiling"), errors="coerce") > 100] if len(best) else best
+    notes = []
+    if len(over) and (over["mode"] == "decode").any():
+        notes.append(CEILING_NOTE["decode"])
+    if len(over) and any(device_types.get(d) == "cpu" for d in over["device_name"]):
+        notes.append(CEILING_NOTE["cpu"])
+    return notes
 
 
 def overview_line(o: dict) -> str:
@@ -88,22 +180,53 @@ def overview_line(o: dict) -> str:
 def status_table(counts: pd.DataFrame) -> Table:
     """status_counts' frame: attempts per backend (rows) and status (columns)."""
     t = Table(title="Attempts per backend and status")
-    t.add_column("backend")
+    t.add_column("backend", overflow="fold")
     for c in counts.columns:
         t.add_column(str(c), justify="right")
     for name, row in counts.iterrows():
-        t.add_row(str(name), *(str(int(v)) for v in row.values))
+        t.add_row(escape(str(name)), *(str(int(v)) for v in row.values))
     return t
 
 
-def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source, attempts: int) -> list:
-    """Everything `show` prints, in order: the winners (or why there are none) with the kernel note
-    when it applies, the run overview, and the status table when `counts` is given."""
+def failures_table(df: pd.DataFrame) -> Table:
+    """Every attempt that did not end OK: what it was, how it ended and why (the text is the
+    library's or the plugin's own, printed as text)."""
+    t = Table(title=f"Attempts that did not end OK ({len(df)})", box=box.SIMPLE_HEAD)
+    for c in ("backend", "workload", "r", "status", "reason"):
+        t.add_column(c, overflow="fold", justify="right" if c == "r" else "left")
+    for _, r in df.iterrows():
+        label = (f"{r['mode']} B{r['batch']} Nq{r['q_len']} Nkv{r['kv_len']} H{r['q_heads']}/{r['kv_heads']} "
+                 f"D{r['head_dim']} {r['dtype']}{' causal' if r['causal'] else ''} {r['launch']}")
+        t.add_row(escape(str(r["backend"])), label, str(r["repeat"]), str(r["status"]), escape(str(r["reason"])))
+    return t
+
+
+def ranking_table(ranked: pd.DataFrame) -> Table:
+    """Every backend of every workload, fastest first within each (per_backend's frame)."""
+    t = Table(title="Every backend per workload, fastest first", box=box.SIMPLE_HEAD)
+    for c in ("device", "workload", "#", "backend", "median µs", "× best"):
+        t.add_column(c, overflow="fold", justify="right" if c in ("#", "median µs", "× best") else "left")
+    for (device, key), grp in ranked.groupby(["device_name", "workload_key"], sort=False):
+        grp = grp.sort_values("median_us")
+        first = grp.iloc[0]
+        label = (f"{first['mode']} B{first['batch']} N{first['kv_len']} H{first['q_heads']}/{first['kv_heads']} "
+                 f"D{first['head_dim']} {first['dtype']}{' causal' if first['causal'] else ''} {first['launch']}")
+        for i, (_, r) in enumerate(grp.iterrows()):
+            t.add_row(escape(str(device)) if i == 0 else "", label if i == 0 else "", str(i + 1),
+                      escape(str(r["backend"])), f"{r['median_us']:.1f}", f"{r['median_us'] / first['median_us']:.2f}")
+    return t
+
+
+def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source, attempts: int,
+         wide: bool = True, device_types: dict | None = None) -> list:
+    """Everything `show` prints, in order: the winners (or why there are none) with the notes that
+    apply, the run overview, and the status table when `counts` is given."""
     parts: list = []
     if best.empty:
         parts.append(f"no OK contestant rows in {source} ({attempts} attempts stored)")
     else:
-        parts.append(fastest_table(best, source))
+        parts.append(fastest_table(best, source, wide))
+        parts.extend(ceiling_notes(best, device_types or {}))
         if names_a_kernel(best):
             parts.append(KERNEL_NOTE)
         if "caveat" in best.columns:
