@@ -80,7 +80,7 @@ BAD_RUNS = [
 @pytest.mark.parametrize("args,text", BAD_RUNS, ids=[" ".join(a) for a, _ in BAD_RUNS])
 def test_bad_run_input(cli, inputs, args, text):
     d = inputs
-    argv = ["run", "--db", str(d / "x.sqlite")] + [a.format(d=d) for a in args]
+    argv = ["run", "--repeats", "1", "--db", str(d / "x.sqlite")] + [a.format(d=d) for a in args]
     if "--device" not in args:
         argv += ["--device", "cpu"]
     before = files(d)
@@ -94,7 +94,7 @@ def test_bad_run_input(cli, inputs, args, text):
 def test_cuda_requested_on_a_cpu_only_host(cli, inputs, device):
     d = inputs
     before = files(d)
-    res = cli("run", "--db", d / "x.sqlite", "--device", device, "--grid", "smoke")
+    res = cli("run", "--repeats", "1", "--db", d / "x.sqlite", "--device", device, "--grid", "smoke")
     assert_usage_error(res, d, before, "no CUDA device is visible")
     res = cli("env", "--device", device)
     assert_usage_error(res, d, before, "no CUDA device is visible")
@@ -165,7 +165,7 @@ def test_show_on_a_file_that_is_not_a_store(cli, tmp_path):
 
 def test_run_with_a_directory_as_db(cli, tmp_path):
     (tmp_path / "adir").mkdir()
-    res = cli("run", "--db", tmp_path / "adir", "--grid", "smoke", "--device", "cpu", "--backends", "reference")
+    res = cli("run", "--repeats", "1", "--db", tmp_path / "adir", "--grid", "smoke", "--device", "cpu", "--backends", "reference")
     assert res.rc == 2 and res.err.startswith("attnbench: error:")
 
 
@@ -174,7 +174,7 @@ def test_run_with_a_directory_as_db(cli, tmp_path):
 def test_max_time_help_states_the_real_defaults(cli):
     from attnbench.measure.timing import TimingConfig
 
-    res = cli("run", "--help")
+    res = cli("run", "--repeats", "1", "--help")
     text = " ".join(res.out.split())
     help_line = text[text.index("--max-time S timing"):][:200]
     assert f"{TimingConfig.for_device('cpu').max_time_s:g} s on CPU" in help_line, help_line
@@ -188,7 +188,7 @@ def test_help_and_version(cli):
     assert res.rc == 0
     for c in ("run", "backends", "env", "show", "export", "import", "exit", "code 2"):
         assert c in res.out
-    res = cli("run", "--help")
+    res = cli("run", "--repeats", "1", "--help")
     assert res.rc == 0 and "--backends" in res.out and "--repeats" in res.out and "--plugin" in res.out
     for sub in ("backends", "env", "show", "export", "import"):
         assert cli(sub, "--help").rc == 0
@@ -361,7 +361,7 @@ def test_export_then_import(cli, filled, tmp_path, fmt):
 @pytest.mark.slow
 def test_dry_run_prints_the_plan_and_creates_no_store(cli, tmp_path):
     (tmp_path / "tiny.yaml").write_text(TINY_GRID)
-    res = cli("run", "--config", tmp_path / "tiny.yaml", "--plugin", FAKES, "--backends",
+    res = cli("run", "--repeats", "1", "--config", tmp_path / "tiny.yaml", "--plugin", FAKES, "--backends",
               "fake-good,fake-mutates,sdpa-flash", "--repeats", "2", "--dry-run", "--db", tmp_path / "d.sqlite",
               "--device", "cpu")
     assert res.rc == 0, res.err
@@ -375,7 +375,7 @@ def test_dry_run_prints_the_plan_and_creates_no_store(cli, tmp_path):
 @needs_console_script
 def test_run_and_show_through_the_installed_command(tmp_path):
     (tmp_path / "tiny.yaml").write_text(TINY_GRID)
-    p = subprocess.run([ATTNBENCH, "run", "--config", "tiny.yaml", "--plugin", FAKES, "--backends",
+    p = subprocess.run([ATTNBENCH, "run", "--repeats", "1", "--config", "tiny.yaml", "--plugin", FAKES, "--backends",
                         "fake-good,sdpa-flash", "--db", "r.sqlite", "--max-time", "0.05", "--device", "cpu"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
@@ -395,7 +395,7 @@ def test_run_and_show_through_the_installed_command(tmp_path):
 @pytest.mark.parametrize("tol", ["-1", "nan"])
 def test_nonsense_tolerance_is_a_usage_error(cli, tmp_path, tol):
     (tmp_path / "tiny.yaml").write_text(TINY_GRID)
-    res = cli("run", "--config", tmp_path / "tiny.yaml", "--plugin", FAKES, "--backends", "fake-good",
+    res = cli("run", "--repeats", "1", "--config", tmp_path / "tiny.yaml", "--plugin", FAKES, "--backends", "fake-good",
               "--dry-run", "--tol", tol, "--db", tmp_path / "d.sqlite", "--device", "cpu")
     assert res.rc == 2, res.out
 
@@ -406,7 +406,7 @@ def test_export_runs_and_gzip_attempts_then_import_both(cli, tmp_path):
     db = tmp_path / "src.sqlite"
     grid = tmp_path / "tiny.yaml"
     grid.write_text(TINY_GRID)
-    assert main(["run", "--config", str(grid), "--modes", "prefill", "--backends", "sdpa-math", "--db", str(db),
+    assert main(["run", "--repeats", "1", "--config", str(grid), "--modes", "prefill", "--backends", "sdpa-math", "--db", str(db),
                  "--device", "cpu", "--max-time", "0.02"]) == 0
     att, runs = tmp_path / "a.jsonl.gz", tmp_path / "runs.jsonl"
     res = cli("export", "--db", db, "--out", att)  # format from the name

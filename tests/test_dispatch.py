@@ -258,7 +258,7 @@ def test_a_plugin_declares_its_kernel_names_end_to_end(tmp_path):
     liar.write_text(PLUGIN.replace('frozenset({"softmax-lib"})', 'frozenset({"pytorch-flash-cpu"})')
                     .replace('name="softmax-lib"', 'name="softmax-liar"'))
     db = tmp_path / "p.sqlite"
-    assert main(["run", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false",
+    assert main(["run", "--repeats", "1", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false",
                  "--plugin", str(plugin), "--plugin", str(liar), "--backends", "softmax-lib,softmax-liar",
                  "--db", str(db), "--max-time", "0.05", "--device", "cpu"]) == 0
     rows = {r["backend"]: r for r in rows_of(db)}

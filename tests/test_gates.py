@@ -98,7 +98,7 @@ def test_a_cached_result_with_no_declared_kernels_is_implausible_on_cpu(tmp_path
     db = tmp_path / "c.sqlite"
     grid = tmp_path / "g.yaml"
     grid.write_text("workloads:\n  - {mode: prefill, batch: 4, seqlen: 1k, q_heads: 8, head_dim: 64, dtype: fp32}\n")
-    assert main(["run", "--config", str(grid), "--plugin", str(plugin), "--plugin", FAKES, "--backends",
+    assert main(["run", "--repeats", "1", "--config", str(grid), "--plugin", str(plugin), "--plugin", FAKES, "--backends",
                  "fake-cached,fake-good", "--db", str(db), "--max-time", "0.1", "--device", "cpu"]) == 0
     rows = {r["backend"]: r for r in rows_of(db)}
     assert rows["fake-good"]["status"] == "OK", rows["fake-good"]["reason"]

@@ -30,7 +30,7 @@ def run_cli(tmp_path, grid: str, backends: str, *extra) -> list[dict]:
     cfg = tmp_path / "grid.yaml"
     cfg.write_text(grid)
     db = tmp_path / "gpu.sqlite"
-    rc = main(["run", "--config", str(cfg), "--device", "cuda", "--db", str(db), "--backends", backends,
+    rc = main(["run", "--repeats", "1", "--config", str(cfg), "--device", "cuda", "--db", str(db), "--backends", backends,
                "--plugin", FAKES, "--plugin", GPU_FAKES, "--timeout", "120", *extra])
     assert rc == 0
     con = sqlite3.connect(db)
@@ -190,7 +190,7 @@ def test_cuda_visible_devices_reads_the_visible_gpu(tmp_path):
                    "head_dim: 128, launch: graph}\n")
     db = tmp_path / "v.sqlite"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "1"}
-    subprocess.run([sys.executable, "-m", "attnbench", "run", "--config", str(cfg), "--device", "cuda", "--db",
+    subprocess.run([sys.executable, "-m", "attnbench", "run", "--repeats", "1", "--config", str(cfg), "--device", "cuda", "--db",
                     str(db), "--backends", "sdpa-flash"], env=env, check=True, capture_output=True, timeout=600)
     con = sqlite3.connect(db)
     (uuid, index, clock), = con.execute("SELECT device_uuid, device_index, sm_clock_mhz FROM attempts").fetchall()

@@ -188,7 +188,7 @@ def test_a_spawned_sweep_stores_every_measured_column(tmp_path):
     from attnbench.cli.main import main
 
     db = tmp_path / "r.sqlite"
-    assert main(["run", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false", "--plugin", FAKES,
+    assert main(["run", "--repeats", "1", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false", "--plugin", FAKES,
                  "--backends", "fake-good", "--db", str(db), "--max-time", "0.05"]) == 0
     (row,) = rows_of(db)
     assert row["status"] == "OK"

@@ -31,7 +31,7 @@ def plugin(tmp_path, name="stub", isolation="worker"):
 
 
 def run_with_plugin(cli, tmp_path, path):
-    return cli("run", "--plugin", path, "--grid", "smoke", "--device", "cpu", "--dry-run",
+    return cli("run", "--repeats", "1", "--plugin", path, "--grid", "smoke", "--device", "cpu", "--dry-run",
                "--db", tmp_path / "x.sqlite")
 
 

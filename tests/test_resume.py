@@ -108,7 +108,7 @@ def run_command(tmp_path, db_name: str, *extra: str):
     grid = tmp_path / "grid.yaml"
     grid.write_text(GRID)
     db = tmp_path / db_name
-    cmd = [sys.executable, "-m", "attnbench", "run", "--config", str(grid), "--plugin", FAKES, "--db", str(db),
+    cmd = [sys.executable, "-m", "attnbench", "run", "--repeats", "1", "--config", str(grid), "--plugin", FAKES, "--db", str(db),
            "--device", "cpu", *extra]
     return grid, db, cmd
 
@@ -184,7 +184,7 @@ def test_retry_failed_replaces_only_timeout_crash_and_error_rows(tmp_path):
     from attnbench.cli.main import main
 
     (tmp_path / "tiny.yaml").write_text(TINY_GRID)
-    argv = ["run", "--config", str(tmp_path / "tiny.yaml"), "--plugin", FAKES, "--backends",
+    argv = ["run", "--repeats", "1", "--config", str(tmp_path / "tiny.yaml"), "--plugin", FAKES, "--backends",
             "fake-good,fake-crash,fake-raises,fake-refuses", "--db", str(tmp_path / "t.sqlite"), "--device", "cpu",
             "--max-time", "0.05"]
     assert main(argv) == 0

@@ -150,7 +150,7 @@ def fake_sweep(tmp_path_factory):
     grid.write_text(TINY_GRID)
     seed = _seed_with_good_after_crash(grid)
     db = d / "fakes.sqlite"
-    rc = main(["run", "--config", str(grid), "--plugin", FAKES, "--backends", ALL_FAKES, "--timeout", "5",
+    rc = main(["run", "--repeats", "1", "--config", str(grid), "--plugin", FAKES, "--backends", ALL_FAKES, "--timeout", "5",
                "--modes", "prefill,decode", "--db", str(db), "--seed", str(seed), "--max-time", "0.05",
                "--device", "cpu"])
     return SimpleNamespace(rc=rc, db=db, rows=rows_of(db), seed=seed)
@@ -239,7 +239,7 @@ def test_sweep_mutating_backend_does_not_poison_the_next(tmp_path):
     seed = next(s for s in range(100)
                 if [a.backend.name for a in plan(ws, bs, DeviceInfo("cpu"), 1, "t", s)][0] == "fake-mutates")
     db = tmp_path / "m.sqlite"
-    assert main(["run", "--config", str(grid), "--plugin", FAKES, "--backends", "fake-good,fake-mutates",
+    assert main(["run", "--repeats", "1", "--config", str(grid), "--plugin", FAKES, "--backends", "fake-good,fake-mutates",
                  "--seed", str(seed), "--max-time", "0.05", "--db", str(db), "--device", "cpu"]) == 0
     rows = rows_of(db)
     assert [r["backend"] for r in rows] == ["fake-mutates", "fake-good"]
@@ -452,7 +452,7 @@ def test_compiler_workers_compile_in_process_unless_the_user_says_otherwise(tmp_
     else:
         monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", user_value)
     db = tmp_path / "env.sqlite"
-    assert main(["run", "--grid", "smoke", "--modes", "prefill", "--plugin", str(plugin), "--backends", "env-probe",
+    assert main(["run", "--repeats", "1", "--grid", "smoke", "--modes", "prefill", "--plugin", str(plugin), "--backends", "env-probe",
                  "--db", str(db), "--device", "cpu"]) == 0
     rows = rows_of(db)
     assert rows and {r["status"] for r in rows} == {"ERROR"}
@@ -540,7 +540,7 @@ def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named):
     plugin.write_text(CACHE_PROBE)
     db = tmp_path / "c.sqlite"
     cache = tmp_path / "cc"
-    argv = ["run", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false", "--plugin", str(plugin),
+    argv = ["run", "--repeats", "1", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false", "--plugin", str(plugin),
             "--backends", "cache-probe", "--db", str(db), "--device", "cpu"]
     assert main(argv + (["--compile-cache", str(cache)] if named else [])) == 0
     (row,) = rows_of(db)

@@ -184,7 +184,7 @@ def test_a_lock_held_too_long_ends_in_one_line(cli, store_file, tmp_path, monkey
 ])
 def test_bad_run_options_exit_2_and_write_nothing(cli, tmp_path, monkeypatch, option, value, text):
     monkeypatch.chdir(tmp_path)
-    argv = ["run", "--grid", "smoke", "--db", str(tmp_path / "r.sqlite"), option, value]
+    argv = ["run", "--repeats", "1", "--grid", "smoke", "--db", str(tmp_path / "r.sqlite"), option, value]
     one_line_error(cli(*argv), text)
     assert listing(tmp_path) == set()
 

@@ -54,7 +54,9 @@ def build_parser() -> Parser:
     r.add_argument("--modes", type=_csv, help="keep only these modes (train_fwd,train_fwd_bwd,prefill,decode)")
     r.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
     r.add_argument("--db", default=DEFAULT_DB, help=f"SQLite store (default: ./{DEFAULT_DB})")
-    r.add_argument("--repeats", type=int, default=1, help="process-level repeats of every attempt (default 1)")
+    r.add_argument("--repeats", type=int, default=3,
+                   help="process-level repeats of every attempt (default 3: the fewest from which a lead's "
+                        "separation can be judged over repeats, not only over one process's samples)")
     r.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                    help="load backends from a Python file (BACKENDS list or backends()); repeatable")
     r.add_argument("--seqlen", type=_csv, help="keep only these KV lengths, e.g. 1k,4k")
