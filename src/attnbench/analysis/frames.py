@@ -3,16 +3,21 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 
 from ..workloads.axes import NAMES
 from .kernels import library_kernel
+from .stats import Evidence, flat_samples, segment_quantiles
 
 # A workload is measured per device model: its axes plus the device are what lines are grouped by.
 WORKLOAD_COLS = ["device_name", *NAMES]
-PER_BACKEND_COLS = WORKLOAD_COLS + ["workload_key", "backend", "role", "median_us", "p95_us", "repeats", "flops",
-                                    "bytes", "samples", "kernel", "kernel_us", "host_bound", "sm_clock_mhz",
-                                    "clock_low", "stationary"]
+GROUP = ("device_name", "workload_key")
+PER_BACKEND_COLS = WORKLOAD_COLS + ["workload_key", "backend", "role", "family", "median_us", "p5_us", "p95_us",
+                                    "p99_us", "repeats", "n_samples", "flops", "bytes", "samples", "units",
+                                    "kernel", "kernel_us", "host_bound", "sm_clock_mhz", "clock_low", "stationary"]
+# carried from a line's first row: who ran it and on what (constant within a line in practice)
+_FIRST = ("role", "family", "flops", "bytes", "device_uuid", "torch_version")
 
 
 def json_list(v) -> list:
@@ -26,39 +31,86 @@ def _column_or_null(df: pd.DataFrame, name: str) -> pd.Series:
     return df[name] if name in df.columns else pd.Series(None, index=df.index, dtype=object)
 
 
-def per_backend(df: pd.DataFrame) -> pd.DataFrame:
-    """One line per (workload, backend) over OK rows: median of per-repeat medians, worst p95, repeats,
-    pooled raw samples, and the library attention kernel(s) it ran when its name does not say (see
-    kernels.library_kernel)."""
-    ok = df[df["status"] == "OK"]
+def _text_or_none(col: pd.Series) -> np.ndarray:
+    # NULL reads back as None or NaN
+    return np.array([v if isinstance(v, str) else None for v in col], dtype=object)
+
+
+def row_kernels(ok: pd.DataFrame) -> np.ndarray:
+    """Per row, the library attention kernel family it ran when its backend's name does not say so
+    (kernels.library_kernel); the stored families decide it, rows without them are classified."""
+    family = _text_or_none(_column_or_null(ok, "family"))
+    main = _text_or_none(_column_or_null(ok, "dispatch_main_family"))
+    attention = _text_or_none(_column_or_null(ok, "dispatch_attention_family"))
+    out = np.where((main == attention) & (family != "sdpa"), attention, None)
+    legacy = np.flatnonzero(pd.isna(main) & pd.isna(attention) & (family != "sdpa"))
+    names = ok["dispatch_kernels"].to_numpy() if "dispatch_kernels" in ok.columns else [None] * len(ok)
+    for i in legacy:
+        out[i] = library_kernel(family[i], None, None, json_list(names[i]))
+    return out
+
+
+def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
+    """One line per `group` × backend over OK rows (the definitions are in analysis/stats.py): median
+    of per-repeat medians, p5 / p95 / p99 of the worst repeat, repeats, the repeat medians by
+    process repeat (`units`), pooled raw samples, the library attention kernel(s) it ran when its name
+    does not say (see kernels.library_kernel), and the conditions it ran under."""
+    ok = df[df["status"] == "OK"].reset_index(drop=True)
+    group = list(group)
     if ok.empty:
-        return pd.DataFrame(columns=PER_BACKEND_COLS)
-    kernels = [library_kernel(fam, main, attention, json_list(names)) for fam, main, attention, names in
-               zip(ok["family"], _column_or_null(ok, "dispatch_main_family"),
-                   _column_or_null(ok, "dispatch_attention_family"), ok["dispatch_kernels"])]
-    conditions = {c: _column_or_null(ok, c) for c in ("kernel_us", "host_bound", "sm_clock_mhz", "clock_low",
-                                                       "stationary")}
-    ok = ok.assign(samples=ok["samples_us"].map(json_list), kernel=kernels, **conditions)
-    g = ok.groupby(["device_name", "workload_key", "backend"], sort=False)
-    pooled = g["samples"].agg(lambda col: [x for s in col for x in s])
-    agg = g.agg(median_us=("median_us", "median"), p95_us=("p95_us", "max"), repeats=("repeat", "nunique"),
-                role=("role", "first"), flops=("flops", "first"), bytes=("bytes", "first"),
-                **{c: (c, "first") for c in WORKLOAD_COLS if c != "device_name"})
-    agg["samples"] = pooled
-    agg["kernel"] = g["kernel"].agg(lambda col: "/".join(sorted({k for k in col if isinstance(k, str)})) or None)
+        return pd.DataFrame(columns=list(dict.fromkeys(group + PER_BACKEND_COLS)))
+    keys = group + ["backend"]
+    gid = ok.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    values, counts = flat_samples(ok["samples_us"])
+    q = segment_quantiles(values, counts, (0.05, 0.5, 0.95, 0.99))
+    # a repeat's median and p95 are the stored ones (record.finish derives them from its samples)
+    med = pd.to_numeric(ok["median_us"], errors="coerce").fillna(pd.Series(q[:, 1])).to_numpy()
+    p95 = pd.to_numeric(ok["p95_us"], errors="coerce").fillna(pd.Series(q[:, 2])).to_numpy()
+    # the process repeat (stats.UNIT_COLS) each row belongs to
+    tag = _column_or_null(ok, "tag").astype(object).where(lambda s: s.notna(), "").astype(str)
+    rows = pd.DataFrame({"gid": gid, "med": med, "p5": q[:, 0], "p95": p95, "p99": q[:, 3], "n": counts,
+                         "unit_tag": tag, "unit_repeat": ok["repeat"].to_numpy(), "kernel": row_kernels(ok)})
+    for c in ("kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary"):
+        rows[c] = pd.to_numeric(_column_or_null(ok, c), errors="coerce").to_numpy(dtype=float)
+    g = rows.groupby("gid", sort=True)
+    line = ok.groupby(gid, sort=True)[[c for c in dict.fromkeys(keys + WORKLOAD_COLS + ["workload_key", *_FIRST])
+                                       if c in ok.columns]].first()
+    unit_med = rows.groupby(["gid", "unit_tag", "unit_repeat"], sort=True)["med"].median()
+    units: list[dict] = [{} for _ in range(len(line))]
+    for (i, t, r), m in unit_med.items():
+        units[i][f"{t}#{int(r)}"] = float(m)  # text keys: the frame stays JSON-serialisable
+    line["median_us"] = g["med"].median().to_numpy()
+    line["p5_us"] = g["p5"].min().to_numpy()
+    line["p95_us"] = g["p95"].max().to_numpy()
+    line["p99_us"] = g["p99"].max().to_numpy()
+    line["repeats"] = [len(u) for u in units]
+    line["n_samples"] = g["n"].sum().to_numpy()
+    line["units"] = units
+    line["samples"] = _pooled(values, counts, gid, len(line))
+    kernels = rows.dropna(subset=["kernel"]).drop_duplicates(["gid", "kernel"]).sort_values(["gid", "kernel"])
+    line["kernel"] = kernels.groupby("gid")["kernel"].agg("/".join).reindex(range(len(line))).to_numpy()
     # conditions over the repeats: kernel time and clock as medians; flags when any repeat had them
-    agg["kernel_us"] = g["kernel_us"].agg(_median_or_none)
-    agg["sm_clock_mhz"] = g["sm_clock_mhz"].agg(_median_or_none)
-    agg["host_bound"] = g["host_bound"].agg(lambda col: _any_true(col))
-    agg["clock_low"] = g["clock_low"].agg(lambda col: _any_true(col))
-    agg["stationary"] = g["stationary"].agg(lambda col: not _any_true(col == 0) if col.notna().any() else None)
-    return agg.reset_index()
+    line["kernel_us"] = g["kernel_us"].median().to_numpy()
+    line["sm_clock_mhz"] = g["sm_clock_mhz"].median().to_numpy()
+    line["host_bound"] = g["host_bound"].max().fillna(0).astype(bool).to_numpy()
+    line["clock_low"] = g["clock_low"].max().fillna(0).astype(bool).to_numpy()
+    stationary = g["stationary"].min()
+    line["stationary"] = [None if pd.isna(v) else bool(v != 0) for v in stationary]
+    return line.reset_index(drop=True)
 
 
-def _median_or_none(col: pd.Series):
-    vals = pd.to_numeric(col, errors="coerce").dropna()
-    return float(vals.median()) if len(vals) else None
+def _pooled(values: np.ndarray, counts: np.ndarray, gid: np.ndarray, n_lines: int) -> list[np.ndarray]:
+    """Each line's raw samples, every repeat's pooled (rows of one line are gathered by gid)."""
+    order = np.argsort(gid, kind="stable")
+    starts = np.cumsum(counts) - counts
+    c = counts[order]
+    # index of every sample of the rows in `order`: each row's start, then 0, 1, ... within it
+    idx = np.repeat(starts[order] - (np.cumsum(c) - c), c) + np.arange(c.sum())
+    per_line = np.bincount(gid, weights=counts, minlength=n_lines).astype(np.int64)
+    return np.split(values[idx], np.cumsum(per_line)[:-1])
 
 
-def _any_true(col: pd.Series) -> bool:
-    return bool(pd.to_numeric(col, errors="coerce").fillna(0).astype(bool).any())
+def evidence(line) -> Evidence:
+    """What the bootstrap of analysis/stats.py reads from one line of per_backend."""
+    return Evidence(float(line["median_us"]), line["units"], np.asarray(line["samples"], dtype=float),
+                    int(line["repeats"]))

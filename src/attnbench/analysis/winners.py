@@ -5,22 +5,16 @@ import numpy as np
 import pandas as pd
 
 from .ceilings import ceilings_by_device
-from .frames import WORKLOAD_COLS, per_backend
+from .frames import GROUP, WORKLOAD_COLS, per_backend
+from .stats import N_BOOT, SEPARATION_RATIO, Evidence, pooled_lower_bound, separate_many
 
-SEPARATION_RATIO = 1.10  # a winner must be at least 10% ahead of the runner-up ...
-N_BOOT = 1000  # ... and the 95% bootstrap lower bound of that ratio must exceed 1
+__all__ = ["N_BOOT", "SEPARATION_RATIO", "best_per_workload", "caveat", "contests", "separation", "throughput"]
 
 
 def separation(fast: list[float], slow: list[float], seed: int = 0, n_boot: int = N_BOOT) -> float | None:
     """Lower bound of the 95% bootstrap interval of median(slow) / median(fast), resampling the raw
-    samples of each backend (all repeats pooled)."""
-    if len(fast) < 2 or len(slow) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    a, b = np.asarray(fast), np.asarray(slow)
-    ma = np.median(rng.choice(a, (n_boot, a.size)), axis=1)
-    mb = np.median(rng.choice(b, (n_boot, b.size)), axis=1)
-    return float(np.percentile(mb / ma, 2.5))
+    samples of each backend (all repeats pooled): the fallback of stats.separate."""
+    return pooled_lower_bound(fast, slow, seed, n_boot)
 
 
 def _str_or_none(v) -> str | None:
@@ -39,42 +33,87 @@ def caveat(best, runner_up, ratio: float) -> str | None:
     return None
 
 
-def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bool = False) -> pd.DataFrame:
-    """Fastest contestant per workload (accuracy references excluded unless asked), runner-up ratio
-    with its bootstrap lower bound, whether the winner is clear (ratio >= 1.10 and lower bound > 1)
-    and the caveat on that lead (host-bound or clock), throughput (TFLOP/s, or modelled GB/s for
-    decode) and % of the device's measured ceiling, the winner's kernel time and flags."""
-    pb = per_backend(df)
-    if not include_references:
-        pb = pb[pb["role"] != "accuracy_reference"]
-    ceil = ceilings_by_device(runs)
-    rows = []
-    for (_, key), grp in pb.groupby(["device_name", "workload_key"], sort=False):
-        grp = grp.sort_values("median_us")
-        best = grp.iloc[0]
-        rec = {c: best[c] for c in WORKLOAD_COLS}
-        rec.update(workload_key=key, best=best["backend"], best_kernel=_str_or_none(best["kernel"]),
-                   median_us=best["median_us"], p95_us=best["p95_us"], repeats=int(best["repeats"]),
-                   contestants=len(grp), kernel_us=best.get("kernel_us"), host_bound=bool(best.get("host_bound")),
-                   stationary=best.get("stationary"))
-        rec["clear"] = False
-        rec["caveat"] = None
-        if len(grp) > 1:
-            rec["runner_up"] = grp.iloc[1]["backend"]
-            rec["runner_up_kernel"] = _str_or_none(grp.iloc[1]["kernel"])
-            rec["ratio"] = grp.iloc[1]["median_us"] / best["median_us"]
-            rec["ratio_l95"] = separation(best["samples"], grp.iloc[1]["samples"])
-            rec["clear"] = bool(rec["ratio"] >= SEPARATION_RATIO and (rec["ratio_l95"] or 0) > 1)
-            rec["caveat"] = caveat(best, grp.iloc[1], rec["ratio"])
-        c = ceil.get(best["device_name"], {})
-        if best["mode"] == "decode":
-            rec["metric"] = "GB/s"
-            rec["value"] = best["bytes"] / (best["median_us"] * 1e-6) / 1e9
-            top = c.get("copy_gbps")  # seed convention; a read-only kernel can exceed it (>100%)
+def contests(lines: pd.DataFrame, contest_cols, include_references: bool = False) -> pd.DataFrame:
+    """One row per contest (the lines sharing `contest_cols`): the winner's line (fastest OK contestant;
+    ties go to the backend name that sorts first; accuracy references only when asked) with
+    `contestants`, the runner-up's backend, kernel, time and flags (`runner_up*`), `ratio`, its
+    bootstrap lower bound `ratio_l95`, the `separation` method, `separated` and the lead's `caveat`."""
+    contest_cols = list(contest_cols)
+    pb = lines if include_references else lines[lines["role"] != "accuracy_reference"]
+    if pb.empty:
+        return pd.DataFrame()
+    pb = pb.sort_values([*contest_cols, "median_us", "backend"], kind="stable").reset_index(drop=True)
+    grouped = pb.groupby(contest_cols, sort=False, dropna=False)
+    rank = grouped.cumcount().to_numpy()
+    size = grouped["backend"].transform("size").to_numpy()
+    first = np.flatnonzero(rank == 0)
+    best = pb.iloc[first].reset_index(drop=True)
+    best["contestants"] = size[first]
+    second = first[size[first] > 1] + 1  # sorted: the runner-up follows its winner
+    has = size[first] > 1
+    runner = pb.iloc[second]
+    for col, src in (("runner_up", "backend"), ("runner_up_kernel", "kernel"), ("runner_up_us", "median_us"),
+                     ("runner_up_host_bound", "host_bound"), ("runner_up_clock_low", "clock_low"),
+                     ("runner_up_sm_clock_mhz", "sm_clock_mhz")):
+        best[col] = pd.Series(runner[src].to_numpy(), index=np.flatnonzero(has)).reindex(best.index)
+    seps = separate_many([(_evidence(pb, i), _evidence(pb, j)) for i, j in zip(first[has], second)])
+    for col, attr in (("ratio", "ratio"), ("ratio_l95", "lower"), ("separation", "method"), ("separated", "separated")):
+        best[col] = pd.Series([getattr(s, attr) for s in seps], index=np.flatnonzero(has), dtype=object) \
+            .reindex(best.index)
+    best["separated"] = best["separated"].fillna(False).astype(bool)
+    best["ratio"] = pd.to_numeric(best["ratio"])
+    best["caveat"] = [caveat({"host_bound": r.host_bound, "sm_clock_mhz": r.sm_clock_mhz},
+                             {"host_bound": r.runner_up_host_bound, "sm_clock_mhz": r.runner_up_sm_clock_mhz},
+                             r.ratio) if h else None
+                      for r, h in zip(best.itertuples(index=False), has)]
+    return best
+
+
+def _evidence(pb: pd.DataFrame, i: int) -> Evidence:
+    return Evidence(float(pb.at[i, "median_us"]), pb.at[i, "units"], np.asarray(pb.at[i, "samples"], dtype=float),
+                    int(pb.at[i, "repeats"]))
+
+
+def throughput(rows: pd.DataFrame, ceilings_of) -> pd.DataFrame:
+    """`metric` (TFLOP/s, or modelled GB/s for decode), `value` and `pct_ceiling` (% of the measured
+    matmul rate of the row's dtype, or of the copy bandwidth for decode: a read-only kernel can exceed
+    it) of rows holding median_us, flops, bytes, mode and dtype; `ceilings_of(row)` gives the row's
+    device ceilings (a dict, empty when unknown)."""
+    metric, value, pct = [], [], []
+    for r in rows.to_dict(orient="records"):
+        c = ceilings_of(r) or {}
+        if r["mode"] == "decode":
+            v, top, m = _per_s(r.get("bytes"), r["median_us"], 1e9), c.get("copy_gbps"), "GB/s"
         else:
-            rec["metric"] = "TFLOP/s"
-            rec["value"] = best["flops"] / (best["median_us"] * 1e-6) / 1e12
-            top = c.get(f"matmul_tflops_{best['dtype']}")
-        rec["pct_ceiling"] = 100.0 * rec["value"] / top if top else None
-        rows.append(rec)
-    return pd.DataFrame(rows)
+            v, top, m = _per_s(r.get("flops"), r["median_us"], 1e12), c.get(f"matmul_tflops_{r['dtype']}"), "TFLOP/s"
+        metric.append(m)
+        value.append(v)
+        pct.append(100.0 * v / top if top and v is not None else None)
+    return rows.assign(metric=metric, value=value, pct_ceiling=pct)
+
+
+def _per_s(amount, median_us, unit: float) -> float | None:
+    return float(amount) / (median_us * 1e-6) / unit if amount is not None and pd.notna(amount) else None
+
+
+def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bool = False) -> pd.DataFrame:
+    """Fastest contestant per device model and workload (accuracy references excluded unless asked),
+    runner-up ratio with its bootstrap lower bound, the `separation` method that gave it, whether the
+    winner is `clear` (separated: analysis/stats.py) and the caveat on that lead (host-bound or clock),
+    throughput (TFLOP/s, or modelled GB/s for decode) and % of the device's measured ceiling, the
+    winner's kernel time and flags."""
+    won = contests(per_backend(df), GROUP, include_references)
+    if won.empty:
+        return pd.DataFrame()
+    out = won[[*WORKLOAD_COLS, "workload_key"]].copy()
+    out["best"] = won["backend"]
+    out["best_kernel"] = [_str_or_none(k) for k in won["kernel"]]
+    for c in ("median_us", "p5_us", "p95_us", "p99_us", "contestants", "kernel_us", "host_bound", "clock_low",
+              "stationary", "runner_up", "ratio", "ratio_l95", "separation", "caveat"):
+        out[c] = won[c]
+    out["repeats"] = won["repeats"].astype(int)
+    out["runner_up_kernel"] = [_str_or_none(k) for k in won["runner_up_kernel"]]
+    out["clear"] = won["separated"]
+    ceil = ceilings_by_device(runs)
+    return throughput(out.assign(flops=won["flops"], bytes=won["bytes"]),
+                      lambda r: ceil.get(r["device_name"])).drop(columns=["flops", "bytes"])

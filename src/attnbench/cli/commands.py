@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .comparisons import cmd_advise, cmd_analyze, cmd_compare  # noqa: F401  (main dispatches by name)
 from .parser import UsageError
 
 err = Console(stderr=True)
@@ -250,6 +251,10 @@ def cmd_import(args, argv) -> int:
     from ..store.db import Store
     from ..store.io import import_rows, import_runs, read_rows
 
+    if args.format == "table":  # another tool's results, not an export (store/table_import.py)
+        from .comparisons import import_table
+
+        return import_table(args)
     rows = read_rows(args.file, args.format, table=args.table)  # validated before the store is touched
     store = Store(args.db)
     if args.table == "runs":

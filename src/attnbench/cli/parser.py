@@ -145,8 +145,13 @@ def build_parser() -> Parser:
                                    "one bad row and nothing is written. Attempts already in the store are kept.")
     i.add_argument("file", help="an export of attnbench (jsonl, csv or parquet, optionally .gz)")
     i.add_argument("--db", default=DEFAULT_DB, help=f"the store to add to (default: ./{DEFAULT_DB})")
-    i.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the file name")
+    i.add_argument("--format", choices=("jsonl", "csv", "parquet", "table"),
+                   help="default: from the file name; table: another tool's results as CSV (docs: "
+                        "attnbench.store.table_import)")
     i.add_argument("--table", choices=("attempts", "runs"), default="attempts",
                    help="which table the file holds (default attempts; runs: an export made with --table runs)")
 
+    from .comparison_args import add_comparison_commands  # analyze, compare, advise
+
+    add_comparison_commands(sub)
     return p

@@ -1,0 +1,119 @@
+"""`attnbench analyze` on stores built through `import --format table`, whose winners, separation,
+transfer costs and winner changes are known by construction."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from table_rows import rows_for, store
+
+# GPU-X: w1 a 2x ahead; w2 a tie (a wins by name, not separated); w3 c ahead; w4 a ahead by the medians
+# but one repeat in three reverses it; w5, w6 a 3x ahead
+X = {"w1": {"a": [10, 10, 10], "b": [20, 20, 20]}, "w2": {"a": [10, 10, 10], "b": [10, 10, 10]},
+     "w3": {"c": [5, 5, 5], "a": [10, 10, 10]}, "w4": {"a": [10, 30, 10], "b": [20, 20, 20]},
+     "w5": {"a": [10, 10, 10], "b": [30, 30, 30]}, "w6": {"a": [10, 10, 10], "b": [30, 30, 30]}}
+# GPU-Y: w1 b wins (X's a costs 1.5 there); w3 has no c (X's winner unavailable); the rest as X
+Y = {"w1": {"a": [15, 15, 15], "b": [10, 10, 10]}, "w2": {"a": [10, 10, 10], "b": [10, 10, 10]},
+     "w3": {"a": [10, 10, 10], "b": [12, 12, 12]}, "w4": {"a": [10, 10, 10], "b": [20, 20, 20]},
+     "w5": {"a": [10, 10, 10], "b": [30, 30, 30]}, "w6": {"a": [10, 10, 10], "b": [30, 30, 30]}}
+
+
+@pytest.fixture
+def xy(cli, tmp_path):
+    return store(cli, tmp_path, "x", rows_for(X, device="GPU-X")), store(cli, tmp_path, "y", rows_for(Y, device="GPU-Y"))
+
+
+def run(cli, tmp_path, *argv) -> dict:
+    out = tmp_path / "a.json"
+    res = cli("analyze", *argv, "--json", out, "--md", tmp_path / "a.md")
+    assert res.rc == 0, res.err
+    return json.loads(out.read_text())
+
+
+def test_winners_and_their_separation(cli, tmp_path, xy):
+    r = run(cli, tmp_path, *xy)
+    assert set(r) >= {"winners", "transfer", "pairs", "outcomes", "dispatch", "correctness", "efficiency"}
+    won = {(w["side"], w["kv_len"]): w for w in r["winners"]["rows"]}
+    assert won["x", 1024]["backend"] == "a" and won["x", 1024]["separated"] and won["x", 1024]["ratio"] == 2.0
+    assert won["x", 2048]["backend"] == "a" and won["x", 2048]["ratio"] == 1.0 and not won["x", 2048]["separated"]
+    assert won["x", 8192]["backend"] == "a" and not won["x", 8192]["separated"]  # the noisy repeat
+    assert won["x", 4096]["backend"] == "c" and won["x", 4096]["separation"] == "paired-repeats"
+    (sx,) = [s for s in r["winners"]["separated"] if s["side"] == "x"]
+    assert (sx["mode"], sx["contested"], sx["separated"]) == ("prefill", 6, 4)
+
+
+def test_transfer_costs_and_unavailable_winners(cli, tmp_path, xy):
+    r = run(cli, tmp_path, *xy)
+    t = {(x["source"], x["target"]): x for x in r["transfer"]}
+    xy_all = t["x", "y"]["all"]
+    assert (xy_all["n"], xy_all["unavailable"], xy_all["compared"]) == (6, 1, 5)  # c was not measured on y
+    assert xy_all["median"] == 1.0 and xy_all["max"] == 1.5  # a on y's w1: 15 / 10
+    assert xy_all["distribution"]["1"] == 4 and xy_all["distribution"]["<=1.5"] == 1
+    xy_sep = t["x", "y"]["separated"]
+    assert (xy_sep["n"], xy_sep["unavailable"], xy_sep["max"]) == (4, 1, 1.5)
+    yx = t["y", "x"]["all"]
+    assert yx["unavailable"] == 0 and yx["max"] == 2.0  # y's b on x's w1 (20/10), y's a on x's w3 (10/5)
+
+
+def test_winner_change_rate_and_a_pair_too_small_to_read(cli, tmp_path, xy):
+    r = run(cli, tmp_path, *xy)
+    (p,) = r["pairs"]["rows"]
+    assert (p["shared"], p["changed"], p["separated"], p["changed_separated"]) == (6, 2, 4, 2)
+    assert p["too_small"] and not p["same_model"] and r["pairs"]["noise_floor"] == []
+    changed = {(c["kv_len"], c["winner_a"], c["winner_b"]) for c in r["pairs"]["changes"]}
+    assert changed == {(1024, "a", "b"), (4096, "c", "a")}
+    md = (tmp_path / "a.md").read_text()
+    assert "Winner changes" in md and "Changed winners (2" in md
+
+
+def test_two_stores_of_one_gpu_model_are_the_noise_floor(cli, tmp_path):
+    a = store(cli, tmp_path, "a", rows_for(X))
+    b = store(cli, tmp_path, "b", rows_for(X))  # same device, tag and keys: apart only by label
+    res = cli("analyze", a, b)
+    assert res.rc == 0, res.err
+    assert "noise floor (a vs b" in res.out and "changes on 0% of 6 workloads" in res.out
+
+
+def test_by_launch_compares_eager_with_graph_in_the_same_store(cli, tmp_path):
+    rows = rows_for({"w1": {"a": [10, 10, 10], "b": [20, 20, 20]}}) + \
+        rows_for({"w1": {"a": [10, 10, 10], "b": [8, 8, 8]}}, launch="graph")
+    db = store(cli, tmp_path, "s", rows)
+    other = store(cli, tmp_path, "o", rows_for({"w1": {"b": [1, 1, 1]}}, launch="graph"))
+    r = run(cli, tmp_path, db, other, "--by", "launch")
+    t = {(x["source"], x["target"]): x["all"] for x in r["transfer"]}
+    # eager's a on graph: 10 / 8; store o's graph row is another store's and is not matched
+    assert t["eager", "graph"]["n"] == 1 and t["eager", "graph"]["median"] == 1.25
+    assert t["graph", "eager"]["median"] == 2.0
+
+
+def test_one_sample_rows_say_separation_cannot_be_established(cli, tmp_path):
+    db = store(cli, tmp_path, "one", rows_for({"w1": {"a": [10, 10], "b": [30, 30]}}, samples=1))
+    r = run(cli, tmp_path, db)
+    (w,) = r["winners"]["rows"]
+    assert w["separation"] == "none" and not w["separated"]
+    res = cli("analyze", db)
+    assert "none 1" in res.out
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["{d}/absent.sqlite"], "store not found"),
+    (["{d}/x.sqlite", "x={d}/y.sqlite"], "two stores are labelled 'x'"),
+    (["{d}/x.sqlite", "--by", "color"], "invalid choice"),
+    (["{d}/x.sqlite", "--json", "{d}/no/dir/a.json"], "directory of --json does not exist"),
+])
+def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, xy, argv, text):
+    res = cli("analyze", *(a.format(d=tmp_path) for a in argv))
+    assert res.rc == 2 and text in res.err and len(res.err.strip().splitlines()) == 1
+
+
+def test_the_terminal_summary_fits_80_columns(tmp_path, cli, xy, monkeypatch):
+    from rich.console import Console
+
+    from attnbench.cli import commands
+
+    monkeypatch.setattr(commands, "out", Console(width=80, record=True))
+    assert cli("analyze", *xy).rc == 0
+    text = commands.out.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "Transfer cost" in text and "Winner changes" in text
