@@ -90,3 +90,33 @@ def test_filters(cli, store):
     assert res.rc == 2 and "no attempt of backend 'nope'" in res.err
     res = cli("show", "--db", store, "--where", "colour=red")
     assert res.rc == 2 and "unknown workload axis" in res.err
+
+
+def _repeats(backend, medians, **over):
+    return [make_row(0, **{"backend": backend, "attempt_key": f"{backend}{r}", "repeat": r, "median_us": m,
+                           "p95_us": m * 1.05, "samples_us": [m * (1 + 0.001 * j) for j in range(12)], **over})
+            for r, m in enumerate(medians)]
+
+
+@pytest.mark.parametrize("fast,over,why", [
+    ([10.0, 10.2, 14.0], {}, "repeats disagree"),
+    ([10.0, 10.1, 10.2], {"rel_err": 0.2}, "median known to ±20% only"),
+    ([10.0, 10.1, 10.2], {"p95_us": 50.0}, "p95 5.0x the median"),
+])
+def test_a_lead_on_noisy_numbers_is_not_called_clear(cli, tmp_path, fast, over, why):
+    from attnbench.analysis.winners import best_per_workload
+
+    rows = _repeats("fast", fast, **over) + _repeats("slow", [30.0, 30.1, 30.2])
+    import pandas as pd
+
+    (r,) = best_per_workload(pd.DataFrame(rows), []).to_dict(orient="records")
+    assert r["separated"] and not r["clear"] and why in r["noise"], r["noise"]
+    db = tmp_path / "n.sqlite"
+    s = Store(db)
+    s.insert_many(rows)
+    s.close()
+    out = " ".join(cli("show", "--db", db).out.split())
+    assert "noisy" in out and why in out
+    quiet = _repeats("fast", [10.0, 10.1, 10.2]) + _repeats("slow", [30.0, 30.1, 30.2])
+    (r,) = best_per_workload(pd.DataFrame(quiet), []).to_dict(orient="records")
+    assert r["clear"] and r["noise"] is None

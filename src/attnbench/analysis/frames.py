@@ -70,7 +70,7 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     tag = _column_or_null(ok, "tag").astype(object).where(lambda s: s.notna(), "").astype(str)
     rows = pd.DataFrame({"gid": gid, "med": med, "p5": q[:, 0], "p95": p95, "p99": q[:, 3], "n": counts,
                          "unit_tag": tag, "unit_repeat": ok["repeat"].to_numpy(), "kernel": row_kernels(ok)})
-    for c in ("kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary"):
+    for c in ("kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary", "rel_err"):
         rows[c] = pd.to_numeric(_column_or_null(ok, c), errors="coerce").to_numpy(dtype=float)
     g = rows.groupby("gid", sort=True)
     line = ok.groupby(gid, sort=True)[[c for c in dict.fromkeys(keys + WORKLOAD_COLS + ["workload_key", *_FIRST])
@@ -96,6 +96,7 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     line["clock_low"] = g["clock_low"].max().fillna(0).astype(bool).to_numpy()
     stationary = g["stationary"].min()
     line["stationary"] = [None if pd.isna(v) else bool(v != 0) for v in stationary]
+    line["rel_err_max"] = g["rel_err"].max().to_numpy()  # the least precise repeat's median
     return line.reset_index(drop=True)
 
 

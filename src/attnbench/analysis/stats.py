@@ -34,6 +34,14 @@ import pandas as pd
 SEPARATION_RATIO = 1.10  # a winner must be at least 10% ahead of the runner-up ...
 N_BOOT = 2000  # ... and the 95% bootstrap lower bound of that ratio must exceed 1
 MIN_PAIRED = 3  # fewer shared process repeats than this cannot be resampled as repeats
+# A separated lead is still not called clear when either line's numbers are too noisy to carry it
+# (noise_of): a repeat's median known only to worse than +-5% (95% half-width; the stopping rule's
+# target is 1%), a p95 more than 3x the median (a tail that large is another process's work or the
+# host's, not the kernel's spread), or repeat medians spread by more than a CV of 10% (on the H200,
+# device-bound rows agree within 1%; host-bound eager rows spread 20-50% between worker processes).
+NOISY_REL_ERR = 0.05
+NOISY_TAIL = 3.0
+NOISY_REPEAT_CV = 0.10
 SEED = 0
 QUANTILES = (0.05, 0.95, 0.99)
 
@@ -212,3 +220,19 @@ def ratio_interval(base: Evidence, new: Evidence, seed: int = SEED) -> tuple[flo
         return None, None, NONE
     lo, hi = np.percentile(r, [2.5, 97.5])
     return float(lo), float(hi), method
+
+
+def noise_of(line) -> str | None:
+    """Why a line's time is too noisy to decide a contest, or None (see NOISY_*): a line is a dict or
+    pandas row of per_backend with median_us, p95_us, units (repeat medians) and rel_err_max."""
+    rel = line.get("rel_err_max")
+    if rel is not None and rel == rel and rel > NOISY_REL_ERR:
+        return f"{line['backend']}: median known to ±{100 * rel:.0f}% only"
+    if line.get("p95_us") and line["median_us"] and line["p95_us"] > NOISY_TAIL * line["median_us"]:
+        return f"{line['backend']}: p95 {line['p95_us'] / line['median_us']:.1f}x the median"
+    units = [v for v in (line.get("units") or {}).values()]
+    if len(units) >= 2:
+        cv = float(np.std(units, ddof=1) / np.mean(units)) if np.mean(units) > 0 else 0.0
+        if cv > NOISY_REPEAT_CV:
+            return f"{line['backend']}: repeats disagree (CV {100 * cv:.0f}%)"
+    return None

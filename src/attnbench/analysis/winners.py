@@ -6,7 +6,7 @@ import pandas as pd
 
 from .ceilings import ceilings_by_device
 from .frames import GROUP, WORKLOAD_COLS, per_backend
-from .stats import N_BOOT, SEPARATION_RATIO, Evidence, pooled_lower_bound, separate_many
+from .stats import N_BOOT, SEPARATION_RATIO, Evidence, noise_of, pooled_lower_bound, separate_many
 
 __all__ = ["N_BOOT", "SEPARATION_RATIO", "best_per_workload", "caveat", "contests", "separation", "throughput"]
 
@@ -62,6 +62,9 @@ def contests(lines: pd.DataFrame, contest_cols, include_references: bool = False
             .reindex(best.index)
     best["separated"] = best["separated"].fillna(False).astype(bool)
     best["ratio"] = pd.to_numeric(best["ratio"])
+    # a separated lead on numbers too noisy to carry it is not clear: the first reason is kept
+    best["noise"] = [(noise_of(pb.iloc[i]) or noise_of(pb.iloc[j])) if h else None
+                     for i, j, h in zip(first, np.where(has, first + 1, first), has)]
     best["caveat"] = [caveat({"host_bound": r.host_bound, "sm_clock_mhz": r.sm_clock_mhz},
                              {"host_bound": r.runner_up_host_bound, "sm_clock_mhz": r.runner_up_sm_clock_mhz},
                              r.ratio) if h else None
@@ -109,11 +112,12 @@ def best_per_workload(df: pd.DataFrame, runs: list[dict], include_references: bo
     out["best"] = won["backend"]
     out["best_kernel"] = [_str_or_none(k) for k in won["kernel"]]
     for c in ("median_us", "p5_us", "p95_us", "p99_us", "contestants", "kernel_us", "host_bound", "clock_low",
-              "stationary", "runner_up", "ratio", "ratio_l95", "separation", "caveat"):
+              "stationary", "runner_up", "ratio", "ratio_l95", "separation", "caveat", "noise"):
         out[c] = won[c]
     out["repeats"] = won["repeats"].astype(int)
     out["runner_up_kernel"] = [_str_or_none(k) for k in won["runner_up_kernel"]]
-    out["clear"] = won["separated"]
+    out["separated"] = won["separated"]
+    out["clear"] = won["separated"] & won["noise"].isna()
     ceil = ceilings_by_device(runs)
     return throughput(out.assign(flops=won["flops"], bytes=won["bytes"]),
                       lambda r: ceil.get(r["device_name"])).drop(columns=["flops", "bytes"])

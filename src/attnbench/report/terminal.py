@@ -29,7 +29,7 @@ def _result_columns(best: pd.DataFrame) -> tuple[str, ...]:
 
 def _clear(r) -> str:
     if not r.get("clear"):
-        return "no"
+        return "noisy" if r.get("separated") and isinstance(r.get("noise"), str) else "no"
     c = r.get("caveat")
     return f"yes ({c})" if isinstance(c, str) else "yes"
 
@@ -154,6 +154,22 @@ def _compact_table(best: pd.DataFrame, source) -> Table:
     return t
 
 
+def noise_notes(best: pd.DataFrame, most: int = 8) -> list[str]:
+    """For each lead withheld as noisy: which line's numbers cannot carry it, and why."""
+    if "noise" not in best.columns or "separated" not in best.columns:
+        return []
+    noisy = best[best["separated"].fillna(False).astype(bool) & best["noise"].notna()]
+    if noisy.empty:
+        return []
+    lines = [f"noisy: {len(noisy)} lead(s) pass the separation rule on numbers too noisy to carry them, so "
+             "clear is withheld (analysis/stats.py NOISY_*):"]
+    for _, r in noisy.head(most).iterrows():
+        lines.append(f"  {r['mode']} B{r['batch']} N{_short(r['kv_len'])} {r['launch']}: {escape(r['noise'])}")
+    if len(noisy) > most:
+        lines.append(f"  ... and {len(noisy) - most} more (show --format json holds every reason)")
+    return ["\n".join(lines)]
+
+
 def ceiling_notes(best: pd.DataFrame, device_types: dict) -> list[str]:
     """Why a shown % ceiling can exceed 100%, for the cases the table holds."""
     over = best[pd.to_numeric(best.get("pct_ceiling"), errors="coerce") > 100] if len(best) else best
@@ -232,6 +248,7 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
         if "caveat" in best.columns:
             shown = {c for c, clear in zip(best["caveat"], best["clear"]) if clear and isinstance(c, str)}
             parts.extend(CAVEAT_NOTE[c] for c in sorted(shown))
+        parts.extend(noise_notes(best))
     parts.append(overview_line(overview))
     if counts is not None:
         parts.append(status_table(counts))
