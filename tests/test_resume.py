@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKES, TINY_GRID, rows_of
+from conftest import ATTNBENCH, FAKES, TINY_GRID, needs_console_script, rows_of
 
 GRID = """\
 name: resume
@@ -204,3 +204,48 @@ def test_retry_failed_replaces_only_timeout_crash_and_error_rows(tmp_path):
 
     assert main(argv) == 0  # without the flag a finished sweep stays as it is
     assert {r["attempt_key"]: r for r in rows_of(tmp_path / "t.sqlite")} == second
+
+
+COUNTING = """
+import os
+from attnbench.backends.base import Backend
+from attnbench.backends.layout import from_bhnd, to_bhnd
+from attnbench.backends.reference import attention_math
+
+
+class Counting(Backend):
+    # every measurement of it leaves a line: two runs sharing a store must not both measure one attempt
+    def prepare(self, w, inputs):
+        with open(os.environ["COUNT_FILE"], "a") as f:
+            f.write(w.key() + "\\n")
+        q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        return lambda: from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+
+
+BACKENDS = [Counting(name="counting", family="plugin", kernel_families={"cpu": frozenset({"unfused-gemm"})})]
+"""
+
+
+@pytest.mark.slow
+@needs_console_script
+def test_two_runs_sharing_a_store_measure_each_attempt_once(tmp_path):
+    import os
+    import re
+
+    plugin = tmp_path / "counting.py"
+    plugin.write_text(COUNTING)
+    grid = tmp_path / "tiny.yaml"
+    grid.write_text(TINY_GRID)
+    env = {**os.environ, "COUNT_FILE": str(tmp_path / "count.txt")}
+    argv = [ATTNBENCH, "run", "--config", str(grid), "--plugin", str(plugin), "--backends", "counting",
+            "--repeats", "3", "--max-time", "0.2", "--db", str(tmp_path / "shared.sqlite"), "--device", "cpu"]
+    procs = [subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    done = [int(re.search(r"done: (\d+) attempts this run", " ".join(err.split())).group(1)) for _, err in outs]
+    rows = rows_of(tmp_path / "shared.sqlite")
+    print("done per run", done)
+    assert len(rows) == 6 and sum(done) == 6, (done, len(rows))  # each summary counts what it ran
+    measured = (tmp_path / "count.txt").read_text().split()
+    assert len(measured) == 6, measured  # no attempt measured by both runs

@@ -209,3 +209,34 @@ def test_plugin_and_library_text_is_printed_as_text(cli, tmp_path):
     assert res.rc == 0, res.err
     out = " ".join(res.out.split())
     assert "[/red] a [bold]description[/bold] [/]" in out and "needs lib[extra] >= 2 [/] [/red]" in out, out
+
+
+def test_a_plugin_whose_backends_function_raises_is_one_line(cli, tmp_path):
+    plugin = tmp_path / "boom.py"
+    plugin.write_text("def backends():\n    raise KeyError('no such config')\n")
+    one_line_error(cli("backends", "--plugin", plugin), "listing its backends failed: KeyError")
+    one_line_error(cli("run", "--repeats", "1", "--plugin", plugin, "--db", tmp_path / "r.sqlite"),
+                   "listing its backends failed")
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["show", "--db", "{db}", "--format", "xml"], "invalid choice"),
+    (["show", "--db", "{db}", "--where", "batch=many"], "bad batch"),
+    (["show", "--db", "{db}", "--tag", "nope"], "no attempts row has tag 'nope'"),
+    (["show", "--db", "{d}/absent.sqlite"], "store not found"),
+    (["export", "--db", "{db}", "--out", "{d}/x.jsonl", "--table", "both"], "invalid choice"),
+    (["export", "--db", "{db}", "--out", "{d}/x.txt"], "cannot tell the format"),
+    (["export", "--db", "{db}", "--out", "{d}/no/x.jsonl"], "does not exist"),
+    (["import", "{d}/absent.jsonl", "--db", "{db}"], "file not found"),
+    (["import", "{d}/x.txt", "--db", "{db}"], "cannot tell the format"),
+    (["import", "{d}/x.jsonl", "--db", "{db}", "--table", "both"], "invalid choice"),
+    (["backends", "--plugin", "{d}/absent.py"], "plugin file not found"),
+    (["env", "--device", "tpu"], "bad --device"),
+])
+def test_bad_options_of_every_command_exit_2_and_change_nothing(cli, store_file, tmp_path, argv, text):
+    (tmp_path / "x.txt").write_text("{}\n")
+    (tmp_path / "x.jsonl").write_text(json.dumps(make_row(50, attempt_key="fifty")) + "\n")
+    before, files = digest(store_file), listing(tmp_path)
+    one_line_error(cli(*[a.format(db=store_file, d=tmp_path) for a in argv]), text)
+    assert digest(store_file) == before and listing(tmp_path) == files

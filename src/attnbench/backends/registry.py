@@ -49,9 +49,12 @@ def _check(b: Backend, origin: str) -> None:
 
 def _as_list(obj, origin: str) -> list[Backend]:
     """The backends a module or entry point offers, each checked as it enters."""
-    if callable(obj) and not isinstance(obj, Backend):
-        obj = obj()
-    items = [obj] if isinstance(obj, Backend) else list(obj or [])
+    try:
+        if callable(obj) and not isinstance(obj, Backend):
+            obj = obj()
+        items = [obj] if isinstance(obj, Backend) else list(obj or [])
+    except Exception as e:  # the plugin's own bug: one line, exit 2
+        raise BackendError(f"{origin}: listing its backends failed: {type(e).__name__}: {e}") from None
     for b in items:
         if not isinstance(b, Backend):
             raise BackendError(f"{origin}: {b!r} is not an attnbench Backend")
