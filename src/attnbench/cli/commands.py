@@ -215,7 +215,8 @@ def cmd_show(args, argv) -> int:
     types = {r.get("device_name"): ((r.get("provenance") or {}).get("device") or {}).get("type") for r in runs}
     return _emit(best, args.format, lambda: terminal.show(
         best, run_overview(df, runs), status_counts(df) if args.status else None, source=args.db,
-        attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types))
+        attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types,
+        width=out.width))
 
 
 def _emit(frame, fmt: str, parts) -> int:

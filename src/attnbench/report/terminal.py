@@ -55,6 +55,7 @@ def names_a_kernel(best: pd.DataFrame) -> bool:
     return False
 
 
+REASON_CHARS = 160
 WIDE_COLUMNS = 160  # a terminal at least this wide gets every column; narrower ones the compact table
 CEILING_NOTE = {
     "decode": "% ceiling of decode rows is of the copy bandwidth (bytes read + written); a kernel that only "
@@ -74,7 +75,7 @@ def _cells(r, workload, results) -> list[str]:
     return [c.text(r) for c in workload] + [value[c] for c in results]
 
 
-def fastest_table(best: pd.DataFrame, source, wide: bool = True) -> Table:
+def fastest_table(best: pd.DataFrame, source, wide: bool = True, width: int = 100) -> Table:
     """best_per_workload's frame as a table: the workload, its winner and how far ahead it is.
     wide=False (a narrow terminal, a CI log: fits 100 columns) writes each workload as one short
     label of the fields that differ between rows, states the rest once in the caption, and drops p95
@@ -83,7 +84,7 @@ def fastest_table(best: pd.DataFrame, source, wide: bool = True) -> Table:
              if c in best.columns]
     best = best.sort_values(order, kind="stable") if len(best) else best  # a reader scans by workload
     if not wide:
-        return _compact_table(best, source)
+        return _compact_table(best, source, width)
     workload = workload_columns(best)
     results = _result_columns(best)
     t = Table(title=f"Fastest backend per workload ({source}; median of per-repeat medians; clear = "
@@ -122,17 +123,19 @@ def _label_parts(r, extra) -> dict[str, str]:
 
 def _rate(r) -> str:
     v = r["value"]
-    return f"{v:.3g} TF/s" if r["metric"] == "TFLOP/s" else f"{v / 1000:.3g} TB/s"
+    if r["metric"] == "TFLOP/s":
+        return f"{v:.3g} TF/s"
+    return f"{v:.3g} GB/s" if v < 1000 else f"{v / 1000:.3g} TB/s"
 
 
-def _compact_table(best: pd.DataFrame, source) -> Table:
+def _compact_table(best: pd.DataFrame, source, width: int) -> Table:
     extra = [c for c in workload_columns(best) if c not in ALWAYS]
     labels = [_label_parts(r, extra) for _, r in best.iterrows()]
     keys = list(dict.fromkeys(k for lab in labels for k in lab))
     same = [k for k in keys if len({lab.get(k) for lab in labels}) == 1] if len(labels) > 1 else []
     devices = sorted(set(best["device_name"].astype(str)))
     shared = ([devices[0]] if len(devices) == 1 else []) + [labels[0][k] for k in same]
-    t = Table(title=f"Fastest backend per workload ({source})", box=box.SIMPLE_HEAD, pad_edge=False,
+    t = Table(title=f"Fastest backend per workload ({source})", box=None, pad_edge=False, header_style="bold underline",
               padding=(0, 0, 0, 1),
               caption=("every row: " + " ".join(shared) + "; " if shared else "")
               + "median of per-repeat medians; clear: ≥10% ahead and 95% bootstrap bound > 1")
@@ -143,7 +146,8 @@ def _compact_table(best: pd.DataFrame, source) -> Table:
     for c in ("best", "µs", "rate", "%", "×", "runner-up", "clear"):
         # a name keeps its whole width (the workload label wraps instead); it folds only past 30 characters
         t.add_column(c, justify="right" if c in ("µs", "rate", "%", "×") else "left", overflow="fold",
-                     no_wrap=c not in names, min_width=min(30, max(map(len, names[c]))) if c in names else None)
+                     no_wrap=c not in names and c != "rate",  # "49.3 GB/s" may break at its space
+                     min_width=min(30, max(map(len, names[c]))) if c in names else (5 if c == "clear" else None))
     for (_, r), lab in zip(best.iterrows(), labels):
         pct, ratio = r.get("pct_ceiling"), r.get("ratio")
         winner, runner_up = _labels(r)
@@ -151,6 +155,10 @@ def _compact_table(best: pd.DataFrame, source) -> Table:
                   " ".join(v for k, v in lab.items() if k not in same), escape(winner), f"{r['median_us']:.1f}",
                   _rate(r), f"{pct:.0f}%" if pd.notna(pct) else "-", f"{ratio:.2f}" if pd.notna(ratio) else "-",
                   escape(runner_up), _clear(r).replace("yes (host-bound)", "host").replace("yes (clock)", "clock"))
+    # the workload label is the one column that wraps: it gets what the others leave of the width
+    # (rich's own share-out can leave a table one column wider than the terminal)
+    others = sum(max([len(str(c.header))] + [len(str(x)) for x in c._cells]) + 1 for c in t.columns[1:])
+    t.columns[0].max_width = max(10, width - others - 1)
     return t
 
 
@@ -213,7 +221,12 @@ def failures_table(df: pd.DataFrame) -> Table:
     for _, r in df.iterrows():
         label = (f"{r['mode']} B{r['batch']} Nq{r['q_len']} Nkv{r['kv_len']} H{r['q_heads']}/{r['kv_heads']} "
                  f"D{r['head_dim']} {r['dtype']}{' causal' if r['causal'] else ''} {r['launch']}")
-        t.add_row(escape(str(r["backend"])), label, str(r["repeat"]), str(r["status"]), escape(str(r["reason"])))
+        reason = str(r["reason"])
+        if len(reason) > REASON_CHARS:  # a library's refusal can run to pages; json keeps it whole
+            reason = reason[:REASON_CHARS] + " …"
+        t.add_row(escape(str(r["backend"])), label, str(r["repeat"]), str(r["status"]), escape(reason))
+    if (df["reason"].astype(str).str.len() > REASON_CHARS).any():
+        t.caption = f"reasons cut at {REASON_CHARS} characters (…); show --failures --format json holds them whole"
     return t
 
 
@@ -234,14 +247,14 @@ def ranking_table(ranked: pd.DataFrame) -> Table:
 
 
 def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source, attempts: int,
-         wide: bool = True, device_types: dict | None = None) -> list:
+         wide: bool = True, device_types: dict | None = None, width: int = 100) -> list:
     """Everything `show` prints, in order: the winners (or why there are none) with the notes that
     apply, the run overview, and the status table when `counts` is given."""
     parts: list = []
     if best.empty:
         parts.append(f"no OK contestant rows in {source} ({attempts} attempts stored)")
     else:
-        parts.append(fastest_table(best, source, wide))
+        parts.append(fastest_table(best, source, wide, width))
         parts.extend(ceiling_notes(best, device_types or {}))
         if names_a_kernel(best):
             parts.append(KERNEL_NOTE)
