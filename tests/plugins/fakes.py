@@ -53,6 +53,17 @@ class Oom(_Base):
         return fn
 
 
+class HostOom(_Base):
+    """The CPU allocator failing, in its own words (a RuntimeError, not a MemoryError)."""
+
+    def prepare(self, w, inputs):
+        def fn():
+            raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: "
+                               "you tried to allocate 1099511627776 bytes.")
+
+        return fn
+
+
 class Wrong(_Base):
     """Returns plausible but wrong values (scaled output)."""
 
@@ -102,6 +113,71 @@ class Mutates(_Base):
         return fn
 
 
+class LaterGarbage(_Base):
+    """Right on its first calls, then returns the output of its first call forever (a stale buffer)."""
+
+    def prepare(self, w, inputs):
+        kept = {}
+
+        def fn():
+            kept["n"] = kept.get("n", 0) + 1
+            if kept["n"] <= 3:
+                kept["o"] = self.math(w, inputs)
+            return kept["o"]
+
+        return fn
+
+
+class Cached(_Base):
+    """Computes once, then answers from a cache keyed on the inputs' identity; a tiny GEMM per call
+    makes every call look like GEMM work to the profiler."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        cache = {}
+        probe = torch.ones(4, 4, dtype=inputs.q.dtype, device=inputs.q.device)
+
+        def fn():
+            probe @ probe  # the fingerprint GEMM
+            key = (inputs.q.data_ptr(), inputs.k.data_ptr(), inputs.v.data_ptr())
+            if key not in cache:
+                cache[key] = self.math(w, inputs)
+            return cache[key]
+
+        return fn
+
+
+class ScalesQ(_Base):
+    """Correct output from a Q it has just scaled in place (and scales again on every call)."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        def fn():
+            with torch.no_grad():
+                inputs.q.mul_(1.0)  # rewrites Q with itself: invisible to value checks of the output
+                inputs.q.add_(0.0)
+                inputs.q.data[..., :1] *= 1.5
+            return self.math(w, inputs)
+
+        return fn
+
+
+class RoundsCache(_Base):
+    """Decode that rounds the KV cache in place (idempotent: the second call changes nothing more)."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        def fn():
+            with torch.no_grad():
+                inputs.k.copy_(torch.round(inputs.k * 64) / 64)
+            return self.math(w, inputs)
+
+        return fn
+
+
 GEMM = {"cpu": frozenset({"unfused-gemm"}), "cuda": frozenset({"unfused-gemm"})}
 FLASH = {"cpu": frozenset({"pytorch-flash-cpu"}), "cuda": frozenset({"pytorch-flash"})}
 
@@ -118,4 +194,9 @@ BACKENDS = [
     Refuses(name="fake-refuses", family="plugin", kernel_families=GEMM),
     Raises(name="fake-raises", family="plugin", kernel_families=GEMM),
     Mutates(name="fake-mutates", family="plugin", kernel_families=GEMM, modes=("decode",)),
+    LaterGarbage(name="fake-later-garbage", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    Cached(name="fake-cached-result", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    ScalesQ(name="fake-scales-q", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    HostOom(name="fake-host-oom", family="plugin", kernel_families=GEMM),
+    RoundsCache(name="fake-rounds-cache", family="plugin", kernel_families=GEMM, modes=("decode",)),
 ]

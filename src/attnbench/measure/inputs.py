@@ -43,3 +43,39 @@ def make_inputs(w: Workload, device: str, seed: int) -> Inputs:
         do = torch.randn(*shape(w, w.q_heads, w.q_len, w.head_dim_v), generator=gen, device=device, dtype=dt)
     out = torch.full(shape(w, w.q_heads, w.q_len, w.head_dim_v), float("nan"), device=device, dtype=dt)
     return Inputs(q=q, k=k, v=v, do=do, out=out, scale=1.0 / math.sqrt(w.head_dim))
+
+
+def refill(inputs: Inputs, w: Workload, seed: int) -> None:
+    """Write new values into the same tensors (what a graph captured, what a cache may hold), drawn
+    as make_inputs draws them but from `seed`'s own stream; refill(inputs, w, seed) with the seed
+    make_inputs had restores its values exactly. The output buffer is poisoned again."""
+    import torch
+
+    gen = torch.Generator(device=inputs.q.device).manual_seed(input_seed(w, seed))
+    with torch.no_grad():
+        for t in (inputs.q, inputs.k, inputs.v, inputs.do):
+            if t is not None:
+                t.copy_(torch.randn(t.shape, generator=gen, device=t.device, dtype=t.dtype))
+        inputs.out.fill_(float("nan"))
+
+
+def fingerprint(inputs: Inputs) -> dict[str, tuple[float, ...]]:
+    """Per input tensor, three float64 reductions (sum, sum of squares, a position-weighted sum):
+    any write into it, even a rounding in place, changes them; no copy of the tensor is kept."""
+    import torch
+
+    out = {}
+    for name in ("q", "k", "v", "do"):
+        t = getattr(inputs, name)
+        if t is None:
+            continue
+        flat = t.detach().reshape(-1)
+        acc = torch.zeros(3, dtype=torch.float64, device=flat.device)
+        start = 0
+        for chunk in flat.split(1 << 24):  # bounded temporaries for GiB-sized inputs
+            x = chunk.double()
+            w = torch.arange(start, start + x.numel(), device=x.device, dtype=torch.float64).remainder_(997).add_(1)
+            acc += torch.stack([x.sum(), (x * x).sum(), (x * w).sum()])
+            start += x.numel()
+        out[name] = tuple(acc.tolist())
+    return out

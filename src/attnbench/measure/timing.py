@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from .device import sync
 from .device import sync as _sync
 from .warmup import WARMUP_TOLERANCE, Warmup, warmup  # noqa: F401  (one door for timing)
 
@@ -208,7 +209,9 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
             graph = capture_graph(step, k, device)
         graph.replay()
         torch.cuda.synchronize()
-        return _collect(lambda: events(graph.replay, k, True), cfg, _timing(w, k, "cuda_graph"), on_batch)
+        t = _collect(lambda: events(graph.replay, k, True), cfg, _timing(w, k, "cuda_graph"), on_batch)
+        t.replay = lambda: (graph.replay(), graph.last_output)[1]
+        return t
 
     if flush or w.per_call_us() > cfg.eager_block_us:  # a call this long amortises its own launch
         k = 1
@@ -241,9 +244,10 @@ def capture_graph(step: Callable[[], Any], k: int, device: str):
     try:
         with torch.cuda.graph(graph):
             for _ in range(k):
-                step()
+                out = step()
     except Exception as e:
         raise GraphCaptureError(f"graph capture failed: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+    graph.last_output = out  # the captured buffers a replay writes: what the post-timing check reads
     return graph
 
 
@@ -273,7 +277,10 @@ def event_overhead_us(device: str, n: int = 200, ahead: bool = False) -> float:
 def measure(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: str, l2: str,
             on_batch: Callable[[], None] | None = None) -> Timing:
     """Warm-up, then samples; on_batch (e.g. Telemetry.read) runs before, between and after the
-    sample batches, never inside a sample."""
-    if device.startswith("cuda"):
-        return time_cuda(step, device, cfg, launch, l2, on_batch)
-    return time_host(step, cfg, on_batch)
+    sample batches, never inside a sample. The result's `replay()` (not stored) runs the timed path
+    once more exactly as it was timed (the same graph for graph launch) and returns its output."""
+    t = time_cuda(step, device, cfg, launch, l2, on_batch) if device.startswith("cuda") else \
+        time_host(step, cfg, on_batch)
+    if not hasattr(t, "replay"):  # eager and CPU: the timed path is the step itself
+        t.replay = step
+    return t

@@ -8,12 +8,13 @@ import time
 from ..backends.base import Backend, Prepared, Rejected
 from ..measure import correctness, dispatch, memory, telemetry, timing
 from ..measure.device import bind
-from ..measure.inputs import make_inputs
+from ..measure.inputs import fingerprint, make_inputs, refill
 from ..measure.step import make_step
 from ..workloads import Workload
 from ..status import Status
 
 log = logging.getLogger(__name__)
+_HOST_OOM = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
 _CONTEXT_BROKEN = ("illegal memory access", "device-side assert", "unspecified launch failure",
                    "an illegal instruction", "misaligned address", "CUDA error: unknown error")
 
@@ -37,13 +38,6 @@ class WorkloadCache:
 
     def clear(self):
         self.key, self.inputs, self.ref = None, None, None
-
-
-def _kv_fingerprint(inputs):
-    import torch
-
-    with torch.no_grad():
-        return [t.detach().clone() for t in (inputs.k, inputs.v)]
 
 
 def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None = None) -> dict:
@@ -78,6 +72,10 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch
         return {**res, "status": Status.OOM.value, "reason": f"{type(e).__name__}: {_first_line(e)}"}
     except Exception as e:
         msg = f"{type(e).__name__}: {_first_line(e)}"
+        if isinstance(e, RuntimeError) and any(t in str(e) for t in _HOST_OOM):  # the CPU allocator's own words
+            cache.clear()
+            free_memory(device)
+            return {**res, "status": Status.OOM.value, "reason": msg}
         broken = _context_broken(e, device)
         if broken:
             return {**res, "status": Status.CRASH.value, "reason": f"CUDA context broken: {broken}", "fatal": True}
@@ -116,19 +114,21 @@ class _Phases:
 
 
 def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classifier) -> dict:
-    import torch
-
+    seed = spec["seed"]
+    tol = spec.get("tol", correctness.DEFAULT_TOL)
+    untouched = fingerprint(inputs)  # a kernel must not write its inputs (nor the KV cache)
     with clock("cold_call"):
         memory.poison_allocator(inputs.out.numel() * inputs.out.element_size(), device)
         out, res["cold_start_us"] = timing.cold_call(make_step(w, prepared, inputs, first=True), device)
     step = make_step(w, prepared, inputs)
     with clock("check"):
-        verdict = correctness.check(w, out, inputs, ref, spec.get("tol", correctness.DEFAULT_TOL))
+        verdict = correctness.check(w, out, inputs, ref, tol)
         del out
     res.update(max_abs_err=verdict.max_abs_err, rmse=verdict.rmse, cosine=verdict.cosine,
                err_ratio=verdict.err_ratio, ref_err=verdict.ref_err, check_detail=verdict.detail)
-    if not verdict.passed:
-        return {**res, "status": Status.INCORRECT.value, "reason": verdict.reason}
+    why = _mutated(untouched, inputs, "the first call", w.mode == "decode")
+    if why or not verdict.passed:
+        return {**res, "status": Status.INCORRECT.value, "reason": why or verdict.reason}
     with clock("probe"):
         pr = dispatch.probe(step, device, classifier)
     res.update(pr.to_record())
@@ -138,19 +138,49 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
             return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": why}
     with clock("memory"):
         res["peak_mem_bytes"] = memory.peak_bytes(step, device)
-        kv_before = _kv_fingerprint(inputs) if w.mode == "decode" else None
     with clock("timing"):
         conditions = telemetry.Telemetry(device)  # NVML of this very GPU, read between sample batches
         t = timing.measure(step, device, timing.TimingConfig(**spec.get("timing", {})), w.launch, w.l2,
                            on_batch=conditions.read)
     res.update(t.to_dict())
     res.update(conditions.summary())
-    if kv_before is not None:
-        if not all(torch.equal(a, b) for a, b in zip(kv_before, (inputs.k.detach(), inputs.v.detach()))):
-            return {**res, "status": Status.INCORRECT.value,
-                    "reason": "the KV cache changed during timing (decode must leave it as it was)"}
+    why = _mutated(untouched, inputs, "timing", w.mode == "decode")
+    if why:
+        return {**res, "status": Status.INCORRECT.value, "reason": why}
+    with clock("recheck"):
+        why = _recheck(w, t.replay, inputs, device, seed, tol)
+    if why:
+        return {**res, "status": Status.INCORRECT.value, "reason": why}
     res["status"] = Status.OK.value
     return res
+
+
+def _mutated(before: dict, inputs, phase: str, decode: bool) -> str | None:
+    """Which inputs changed since `before` (their fingerprints), said as a reason; None if none."""
+    after = fingerprint(inputs)
+    changed = [n for n in before if after.get(n) != before[n]]
+    if not changed:
+        return None
+    cache = " (the KV cache: decode must leave it as it was)" if decode and set(changed) & {"k", "v"} else ""
+    return f"input {', '.join(changed)} changed during {phase}{cache}: a kernel must not write its inputs"
+
+
+def _recheck(w, replay, inputs, device: str, seed: int, tol: float) -> str | None:
+    """The timed path once more, exactly as timed, on new input values written into the same
+    tensors: output that does not follow its inputs (a cache, a later call gone wrong, a graph that
+    replays nothing) is not OK, whatever kernels ran. The inputs are restored afterwards."""
+    fresh_seed = seed + 1_000_003
+    refill(inputs, w, fresh_seed)
+    try:
+        out = replay()
+        timing.sync(device)
+        verdict = correctness.check(w, out, inputs, correctness.Reference64(w, inputs, fresh_seed), tol)
+        del out
+    finally:
+        refill(inputs, w, seed)  # the workload's own values again: the next backend shares them
+    if verdict.passed:
+        return None
+    return f"after timing, on new input values, the timed path's output failed the check: {verdict.reason}"
 
 
 def _first_line(e: BaseException) -> str:
