@@ -147,7 +147,10 @@ def test_work_the_timer_cannot_see_is_never_ok(tmp_path):
     (prefill,) = [r for r in own if r["mode"] == "prefill"]  # the shape of the report: B=4 N=4k causal
     assert prefill["status"] == "IMPLAUSIBLE" and "did not see the work" in prefill["reason"], prefill
     statuses = {(r["mode"], r["launch"]): r["status"] for r in by(rows, "fake-outside-graph")}
-    assert statuses == {("prefill", "eager"): "OK", ("decode", "eager"): "OK", ("decode", "graph"): "IMPLAUSIBLE"}
+    # the graph replays nothing: the recheck on new inputs (INCORRECT) or the kernel-time gate
+    # (IMPLAUSIBLE) says so first
+    graph = statuses.pop(("decode", "graph"))
+    assert statuses == {("prefill", "eager"): "OK", ("decode", "eager"): "OK"} and graph in ("INCORRECT", "IMPLAUSIBLE")
 
 
 def _uuid(index: int) -> str:
