@@ -96,6 +96,16 @@ def test_correct_backends_sharing_a_worker_after_a_mutating_one_stay_ok():
     assert attempt.fingerprint(cache.inputs) == before
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
+def test_a_bug_in_one_head_of_eight_is_caught_whatever_slices_the_seed_picks(seed, mode):
+    w = Workload(mode=mode, batch=4, q_len=1 if mode == "decode" else 48, kv_len=64, q_heads=8, kv_heads=2,
+                 head_dim=16, head_dim_v=16, dtype="fp32", causal=mode == "prefill")
+    res = run_one("fake-one-head-wrong", w, seed=seed)
+    assert res["status"] == "INCORRECT" and res["reason"].startswith("o: error"), res["reason"]
+    assert run_one("fake-good", w, seed=seed)["status"] == "OK"
+
+
 def test_wrong_passes_with_a_huge_tolerance():
     assert run_one("fake-wrong", PREFILL, tol=1e9)["status"] == "OK"
 

@@ -53,6 +53,19 @@ class Oom(_Base):
         return fn
 
 
+class OneHeadWrong(_Base):
+    """Right everywhere but in one query head of one batch index (the last head of the last batch
+    index), where the output is 5% off: a bug in one head of eight."""
+
+    def prepare(self, w, inputs):
+        def fn():
+            o = self.math(w, inputs).clone()
+            to_bhnd(o, w.layout)[-1, -1] *= 1.05
+            return o
+
+        return fn
+
+
 class HostOom(_Base):
     """The CPU allocator failing, in its own words (a RuntimeError, not a MemoryError)."""
 
@@ -198,5 +211,6 @@ BACKENDS = [
     Cached(name="fake-cached-result", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     ScalesQ(name="fake-scales-q", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     HostOom(name="fake-host-oom", family="plugin", kernel_families=GEMM),
+    OneHeadWrong(name="fake-one-head-wrong", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     RoundsCache(name="fake-rounds-cache", family="plugin", kernel_families=GEMM, modes=("decode",)),
 ]

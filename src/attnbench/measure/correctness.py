@@ -8,12 +8,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ..backends.layout import to_bhnd
+from ..backends.layout import causal_offset, to_bhnd
 from ..backends.reference import attention_math
 from ..workloads import Workload
 
 EPS = {"fp32": 1.2e-7, "bf16": 7.8e-3, "fp16": 9.8e-4}
-MAX_SLICES = 4  # (batch, kv-head group) slices checked against float64; the whole output is checked for NaN
+MAX_SLICES = 4  # (batch, kv-head group) slices checked in full (gradients too); the whole output for NaN
+# Query rows checked in every batch index and every head: attention rows are independent, so a few
+# rows of each head are cheap next to a full slice and leave no head or batch index unchecked.
+MAX_ROWS = 32
 DEFAULT_TOL = 3.0
 NAMES = ("o", "dq", "dk", "dv")
 
@@ -57,8 +60,39 @@ def _run_math(w: Workload, q, k, v, do, scale: float, dtype):
     return [o.detach(), *grads]
 
 
+def pick_rows(q_len: int, seed: int) -> list[int]:
+    """Query rows checked in every (batch, head): evenly spread (first and last included) and random."""
+    if q_len <= MAX_ROWS:
+        return list(range(q_len))
+    half = MAX_ROWS // 2
+    even = {round(i * (q_len - 1) / (half - 1)) for i in range(half)}
+    return sorted(even | set(random.Random(seed).sample(range(q_len), half)))
+
+
+def _rows_math(w: Workload, q, k, v, rows: list[int], scale: float, dtype):
+    """Attention output of the given query rows for every batch index and head, in `dtype`:
+    (B, Hq, R, Dv). K and V are not expanded for GQA: the query heads of a group share them."""
+    import torch
+
+    qb, kb, vb = (to_bhnd(t, w.layout).detach() for t in (q, k, v))
+    g, r = w.gqa_group, len(rows)
+    idx = torch.tensor(rows, device=qb.device)
+    off = causal_offset(w.q_len, w.kv_len, w.causal_align)
+    keep = torch.arange(w.kv_len, device=qb.device)[None, :] <= idx[:, None] + off if w.causal else None
+    out = []
+    for b in range(w.batch):  # one batch index at a time: float64 temporaries stay small
+        qs = qb[b, :, rows].to(dtype).reshape(w.kv_heads, g * r, w.head_dim)  # (Hkv, G·R, D)
+        s = torch.matmul(qs, kb[b].to(dtype).transpose(-1, -2)) * scale  # (Hkv, G·R, Nkv)
+        if keep is not None:
+            s = s.masked_fill(~keep.repeat(g, 1), float("-inf"))
+        o = torch.matmul(torch.softmax(s, dim=-1), vb[b].to(dtype))  # (Hkv, G·R, Dv)
+        out.append(o.reshape(w.q_heads, r, w.head_dim_v))
+    return torch.stack(out)
+
+
 class Reference64:
-    """float64 and same-dtype reference results for the sampled slices of one workload."""
+    """float64 and same-dtype reference results for the sampled slices of one workload, and for
+    sampled query rows of every batch index and head."""
 
     def __init__(self, w: Workload, inputs, seed: int):
         import torch
@@ -75,6 +109,10 @@ class Reference64:
             rlo = _run_math(w, q, k, v, do, inputs.scale, low)
             self.ref.append(r64)
             self.low_err.append([_errors(lo, hi) for lo, hi in zip(rlo, r64)])
+        self.rows = pick_rows(w.q_len, seed)
+        self.rows64 = _rows_math(w, inputs.q, inputs.k, inputs.v, self.rows, inputs.scale, torch.float64)
+        self.rows_low_err = _errors(_rows_math(w, inputs.q, inputs.k, inputs.v, self.rows, inputs.scale, low),
+                                    self.rows64)
 
 
 def _errors(x, ref) -> dict:
@@ -106,8 +144,11 @@ def check(w: Workload, result, inputs, ref: Reference64, tol: float = DEFAULT_TO
     eps = EPS[w.dtype]
     worst, detail = 0.0, {}
     max_abs, cosine, rmse_o, ref_err = 0.0, 1.0, 0.0, 0.0
-    for (b, g), r64, lerr in zip(ref.slices, ref.ref, ref.low_err):
-        got = _slice(w, outs, "qqkk", b, g)  # O, dQ, dK, dV
+    # full slices (output and gradients), then the sampled rows of every batch index and head (output)
+    rows_o = to_bhnd(outs[0], w.layout)[:, :, ref.rows]
+    checks = [(_slice(w, outs, "qqkk", b, g), r64, lerr) for (b, g), r64, lerr in zip(ref.slices, ref.ref, ref.low_err)]
+    checks.append(([rows_o], [ref.rows64], [ref.rows_low_err]))
+    for got, r64, lerr in checks:
         for name, x, hi, le in zip(NAMES, got, r64, lerr):
             e = _errors(x, hi)
             r_max = e["max_abs"] / max(le["max_abs"], eps * le["ref_max"], 1e-30)
