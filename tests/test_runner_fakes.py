@@ -25,6 +25,8 @@ PREFILL = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_h
                    dtype="fp32")
 DECODE = Workload(mode="decode", batch=1, q_len=1, kv_len=64, q_heads=2, kv_heads=1, head_dim=16, head_dim_v=16,
                   dtype="fp32")
+TRAIN_FWD = Workload(mode="train_fwd", batch=1, q_len=32, kv_len=32, q_heads=2, kv_heads=1, head_dim=16,
+                     head_dim_v=16, dtype="fp32", causal=True)
 FAST = dict(warmup_s=0.0, min_samples=3, max_samples=5, max_time_s=0.05)
 
 
@@ -66,6 +68,8 @@ def test_good_is_ok_with_samples_and_checks(w):
     ("fake-oom", PREFILL, "OOM", "OutOfMemoryError: fake: tried to allocate 1.00 TiB"),
     ("fake-mutates", DECODE, "INCORRECT", "the KV cache"),
     ("fake-host-oom", PREFILL, "OOM", "DefaultCPUAllocator: not enough memory"),
+    ("fake-wrong-dtype", PREFILL, "INCORRECT", "o is float64, expected float32"),
+    ("fake-detached", TRAIN_FWD, "INCORRECT", "o does not require grad"),
     ("fake-later-garbage", PREFILL, "INCORRECT", "after timing, on new input values"),
     ("fake-later-garbage", DECODE, "INCORRECT", "after timing, on new input values"),
     ("fake-cached-result", PREFILL, "INCORRECT", "after timing, on new input values"),

@@ -66,6 +66,26 @@ class OneHeadWrong(_Base):
         return fn
 
 
+class WrongDtype(_Base):
+    """Right values, returned in float64 whatever the workload's dtype."""
+
+    def prepare(self, w, inputs):
+        return lambda: self.math(w, inputs).double()
+
+
+class Detached(_Base):
+    """A training forward computed without autograd: right values, no graph back to the inputs."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        def fn():
+            with torch.no_grad():
+                return self.math(w, inputs)
+
+        return fn
+
+
 class HostOom(_Base):
     """The CPU allocator failing, in its own words (a RuntimeError, not a MemoryError)."""
 
@@ -211,6 +231,8 @@ BACKENDS = [
     Cached(name="fake-cached-result", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     ScalesQ(name="fake-scales-q", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     HostOom(name="fake-host-oom", family="plugin", kernel_families=GEMM),
+    WrongDtype(name="fake-wrong-dtype", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    Detached(name="fake-detached", family="plugin", kernel_families=GEMM, modes=("train_fwd",)),
     OneHeadWrong(name="fake-one-head-wrong", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     RoundsCache(name="fake-rounds-cache", family="plugin", kernel_families=GEMM, modes=("decode",)),
 ]

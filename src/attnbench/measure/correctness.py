@@ -138,9 +138,15 @@ def check(w: Workload, result, inputs, ref: Reference64, tol: float = DEFAULT_TO
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(s):
             got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
             return Verdict(False, f"{name} has shape {got}, expected {tuple(s)}")
+        if t.dtype != inputs.q.dtype:
+            return Verdict(False, f"{name} is {str(t.dtype).replace('torch.', '')}, expected "
+                                  f"{str(inputs.q.dtype).replace('torch.', '')} (the workload's dtype)")
         if not torch.isfinite(t).all().item():
             bad = (~torch.isfinite(t)).sum().item()
             return Verdict(False, f"{name}: {bad} of {t.numel()} elements are NaN/Inf (unwritten or overflow)")
+    if w.mode == "train_fwd" and not outs[0].requires_grad:
+        return Verdict(False, "o does not require grad: a training forward must stay differentiable, "
+                              "not detached from its inputs")
     eps = EPS[w.dtype]
     worst, detail = 0.0, {}
     max_abs, cosine, rmse_o, ref_err = 0.0, 1.0, 0.0, 0.0
