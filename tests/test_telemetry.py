@@ -97,11 +97,11 @@ def test_handle_for_falls_back_to_the_pci_bus_id(gpu):
     assert gpu.lookups == [("uuid", b"GPU-11111111-aaaa"), ("pci", b"00000000:1B:00.0")]
 
 
-def test_snapshot_and_device_static_read_the_attempts_gpu(gpu, monkeypatch):
+def test_readings_and_device_static_are_of_the_attempts_gpu(gpu, monkeypatch):
     seen = []
     monkeypatch.setattr(gpu, "nvmlDeviceGetTemperature", lambda h, kind: seen.append(h) or 41)
-    snap = nvml.snapshot("cuda:2")
-    assert snap == {"sm_clock_mhz": 1980, "mem_clock_mhz": 3201, "temp_c": 41, "power_w": 300.0, "throttle": "none"}
+    snap = nvml.read(nvml.handle_for("cuda:2"))
+    assert snap == {"sm_clock_mhz": 1980, "mem_clock_mhz": 3201, "temp_c": 41, "power_w": 300.0, "reasons": 0}
     assert seen == ["handle:GPU-33333333-cccc"]
     gpu.nvmlSystemGetDriverVersion = lambda: b"550.1"
     gpu.nvmlDeviceGetPowerManagementLimit = lambda h: 700_000

@@ -206,12 +206,18 @@ def finish(values: dict) -> "AttemptRecord":
     if samples:
         row["median_us"] = statistics.median(samples)
         row["p95_us"] = percentile(samples, 0.95)
-    missing = [c.name for c in COLUMNS if status in c.required_by and row[c.name] is None]
-    if status is Status.OK and not samples:
-        missing.insert(0, "samples_us")
+    missing = lacks(status, row)
     if missing:
-        raise RecordError(f"{status.value} row of {row.get('backend')} lacks {', '.join(dict.fromkeys(missing))}")
+        raise RecordError(f"{status.value} row of {row.get('backend')} lacks {', '.join(missing)}")
     return AttemptRecord(**row)
+
+
+def lacks(status: Status, values: dict) -> list[str]:
+    """The columns a row of this status must hold and `values` does not (an OK row: samples too)."""
+    missing = [c.name for c in COLUMNS if status in c.required_by and values.get(c.name) is None]
+    if status is Status.OK and not values.get("samples_us"):
+        missing.insert(0, "samples_us")
+    return list(dict.fromkeys(missing))
 
 
 def as_row(record) -> dict:

@@ -1,16 +1,7 @@
 """Whose kernel a backend's time went to: the library attention kernel family a row ran."""
 from __future__ import annotations
 
-from functools import cache
-
-from ..measure.dispatch import Classifier, default_classifier
-
-
-@cache
-def _legacy_classifier() -> Classifier:
-    # built from every built-in backend: once per process, and only for rows that predate the probe's
-    # stored families
-    return default_classifier()
+from ..measure.dispatch import default_classifier
 
 
 def library_kernel(family: str | None, main_family, attention_family, kernels: list[str] | None) -> str | None:
@@ -32,6 +23,6 @@ def library_kernel(family: str | None, main_family, attention_family, kernels: l
         return attention if attention is not None and main == attention else None
     if not kernels:
         return None
-    classifier = _legacy_classifier()
+    classifier = default_classifier()  # rows that predate the probe's stored families
     fam = classifier.family_of(kernels[0])
     return fam if fam in classifier.attention else None

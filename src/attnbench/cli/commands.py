@@ -53,9 +53,7 @@ def workload_filters(args) -> dict:
     """--where AXIS=V1,V2 (repeatable), and the shorthands --modes, --dtype, --seqlen, --causal."""
     from ..workloads import axes
 
-    filters: dict = {}
-    for expr in args.where or ():
-        filters = axes.narrow(filters, *axes.parse_where(expr))
+    filters = axes.parse_filters(args.where)
     shorthands = (("mode", args.modes), ("dtype", args.dtype), ("kv_len", args.seqlen),
                   ("causal", None if args.causal == "both" else [args.causal]))
     for name, values in shorthands:
@@ -173,11 +171,7 @@ def select_rows(df, args):
     from ..store.io import with_tags
     from ..workloads import axes
 
-    df = with_tags(df, args.tags, "attempts")
-    for expr in args.where or ():
-        name, values = axes.parse_where(expr)
-        column = df[name].astype(bool) if axes.axis(name).type is bool else df[name]  # stored 0/1
-        df = df[column.isin(values)]
+    df = axes.select_frame(with_tags(df, args.tags, "attempts"), axes.parse_filters(args.where))
     if args.backends:
         unknown = sorted(set(args.backends) - set(df["backend"]))
         if unknown:
@@ -191,7 +185,7 @@ def cmd_show(args, argv) -> int:
     from ..analysis.outcomes import status_counts
     from ..analysis.overview import run_overview
     from ..analysis.winners import best_per_workload
-    from ..report import formats, terminal
+    from ..report import terminal
     from ..store.db import Store
 
     store = Store(args.db, readonly=True)

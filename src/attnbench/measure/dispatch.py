@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Callable, Iterable
 
 from ..backends.kernels import GENERIC_FAMILIES, KernelFamily
@@ -36,8 +37,10 @@ class Classifier:
         return "other"
 
 
+@cache
 def default_classifier() -> Classifier:
-    """The families every built-in backend declares (plugins add theirs in the worker)."""
+    """The families every built-in backend declares (plugins add theirs in the worker); built once
+    per process."""
     from ..backends.registry import builtin
 
     return Classifier.from_backends(builtin())

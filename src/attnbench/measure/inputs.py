@@ -25,24 +25,25 @@ def shape(w: Workload, heads: int, n: int, d: int) -> tuple[int, ...]:
 
 
 def make_inputs(w: Workload, device: str, seed: int) -> Inputs:
-    """Q, K, V (and dO) drawn from N(0, 1) with a generator seeded by (seed, workload)."""
+    """Q, K, V (and dO) drawn from N(0, 1) with a generator seeded by (seed, workload) (refill
+    draws them: one way to draw, so a refill with this seed restores these values exactly)."""
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(input_seed(w, seed))
     dt = torch_dtype(w.dtype)
     grad = w.mode in ("train_fwd", "train_fwd_bwd")
 
-    def rnd(*s):
-        return torch.randn(*s, generator=gen, device=device, dtype=dt).requires_grad_(grad)
+    def empty(*s):
+        return torch.empty(*s, device=device, dtype=dt)
 
-    q = rnd(*shape(w, w.q_heads, w.q_len, w.head_dim))
-    k = rnd(*shape(w, w.kv_heads, w.kv_len, w.head_dim))
-    v = rnd(*shape(w, w.kv_heads, w.kv_len, w.head_dim_v))
-    do = None
-    if w.needs_grad:
-        do = torch.randn(*shape(w, w.q_heads, w.q_len, w.head_dim_v), generator=gen, device=device, dtype=dt)
-    out = torch.full(shape(w, w.q_heads, w.q_len, w.head_dim_v), float("nan"), device=device, dtype=dt)
-    return Inputs(q=q, k=k, v=v, do=do, out=out, scale=1.0 / math.sqrt(w.head_dim))
+    inputs = Inputs(q=empty(*shape(w, w.q_heads, w.q_len, w.head_dim)),
+                    k=empty(*shape(w, w.kv_heads, w.kv_len, w.head_dim)),
+                    v=empty(*shape(w, w.kv_heads, w.kv_len, w.head_dim_v)),
+                    do=empty(*shape(w, w.q_heads, w.q_len, w.head_dim_v)) if w.needs_grad else None,
+                    out=empty(*shape(w, w.q_heads, w.q_len, w.head_dim_v)), scale=1.0 / math.sqrt(w.head_dim))
+    refill(inputs, w, seed)
+    for t in (inputs.q, inputs.k, inputs.v):
+        t.requires_grad_(grad)
+    return inputs
 
 
 def refill(inputs: Inputs, w: Workload, seed: int) -> None:

@@ -56,17 +56,6 @@ def read(h) -> dict:
             "power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0, "reasons": int(reasons)}
 
 
-def snapshot(device: str) -> dict:
-    """Per-attempt conditions; empty on CPU or without NVML."""
-    if not device.startswith("cuda"):
-        return {}
-    try:
-        r = read(handle_for(device))
-        return {**{k: v for k, v in r.items() if k != "reasons"}, "throttle": throttle_names(r["reasons"])}
-    except Exception:
-        return {}
-
-
 def device_static(device: str) -> dict:
     try:
         import pynvml as nv

@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from .device import sync
-from .device import sync as _sync
 from .warmup import WARMUP_TOLERANCE, Warmup, warmup  # noqa: F401  (one door for timing)
 
 
@@ -83,10 +82,10 @@ def trend(samples: list[float]) -> float | None:
 
 def cold_call(step: Callable[[], Any], device: str) -> tuple[Any, float]:
     """The first call, compile or autotune included, by host clock after a device sync."""
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     out = step()
-    _sync(device)
+    sync(device)
     return out, (time.perf_counter() - t0) * 1e6
 
 

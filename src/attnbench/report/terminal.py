@@ -121,6 +121,11 @@ def _label_parts(r, extra) -> dict[str, str]:
     return parts
 
 
+def workload_label(r) -> str:
+    """A row's workload in one short line (mode B N H D dtype mask launch)."""
+    return " ".join(_label_parts(r, []).values())
+
+
 def _rate(r) -> str:
     v = r["value"]
     if r["metric"] == "TFLOP/s":
@@ -219,8 +224,7 @@ def failures_table(df: pd.DataFrame) -> Table:
     for c in ("backend", "workload", "r", "status", "reason"):
         t.add_column(c, overflow="fold", justify="right" if c == "r" else "left")
     for _, r in df.iterrows():
-        label = (f"{r['mode']} B{r['batch']} Nq{r['q_len']} Nkv{r['kv_len']} H{r['q_heads']}/{r['kv_heads']} "
-                 f"D{r['head_dim']} {r['dtype']}{' causal' if r['causal'] else ''} {r['launch']}")
+        label = workload_label(r)
         reason = str(r["reason"])
         if len(reason) > REASON_CHARS:  # a library's refusal can run to pages; json keeps it whole
             reason = reason[:REASON_CHARS] + " …"
@@ -238,8 +242,7 @@ def ranking_table(ranked: pd.DataFrame) -> Table:
     for (device, key), grp in ranked.groupby(["device_name", "workload_key"], sort=False):
         grp = grp.sort_values("median_us")
         first = grp.iloc[0]
-        label = (f"{first['mode']} B{first['batch']} N{first['kv_len']} H{first['q_heads']}/{first['kv_heads']} "
-                 f"D{first['head_dim']} {first['dtype']}{' causal' if first['causal'] else ''} {first['launch']}")
+        label = workload_label(first)
         for i, (_, r) in enumerate(grp.iterrows()):
             t.add_row(escape(str(device)) if i == 0 else "", label if i == 0 else "", str(i + 1),
                       escape(str(r["backend"])), f"{r['median_us']:.1f}", f"{r['median_us'] / first['median_us']:.2f}")

@@ -13,7 +13,6 @@ from ..status import Status
 from .executor import BaseExecutor, Claim, Outcome, Placement, Sink, Started, take_all
 from .planner import Attempt
 from .supervisor import Worker, WorkerGone, WorkerTimeout
-from .worker import compiler_env
 
 log = logging.getLogger(__name__)
 
@@ -150,13 +149,12 @@ class LocalExecutor(BaseExecutor):
         self._prestart({"shared"} | {self._slot(b) for b in backends or ()})
         w = self._get("shared")
         t0 = time.perf_counter()
-        res = w.call({"op": "provenance", "device": device, "seed": self.cfg.seed}, 600)
+        cache = {"kind": "named" if self.cfg.compile_cache else "fresh", "dir": self.cache_dir}
+        res = w.call({"op": "provenance", "device": device, "seed": self.cfg.seed, "compile_cache": cache}, 600)
         if not res.get("ok"):
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")
         self.charge("provenance", time.perf_counter() - t0)
         prov = res["provenance"]
-        prov["compile_workers_env"] = compiler_env(self.cache_dir)
-        prov["compile_cache"] = {"kind": "named" if self.cfg.compile_cache else "fresh", "dir": self.cache_dir}
         self.started = Started(prov, DeviceInfo.from_dict(prov["device"]), Placement.from_provenance(prov))
         return self.started
 

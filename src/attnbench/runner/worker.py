@@ -33,7 +33,8 @@ def compiler_env(cache_dir: str | None = None) -> dict:
     return env
 
 
-def run_provenance(device: str, seed: int, plugins=(), measure_ceilings: bool = True) -> dict:
+def run_provenance(device: str, seed: int, plugins=(), measure_ceilings: bool = True,
+                   compile_cache: dict | None = None) -> dict:
     """What a run records: the measured provenance, plus the settings of its compile workers."""
     from ..measure import provenance
     from ..measure.ceilings import ceilings
@@ -43,7 +44,9 @@ def run_provenance(device: str, seed: int, plugins=(), measure_ceilings: bool = 
     prov = provenance.collect(device, seed, plugins=plugins)
     if measure_ceilings:
         prov["ceilings"] = ceilings(device)
-    prov["compile_workers_env"] = compiler_env()
+    prov["compile_workers_env"] = compiler_env((compile_cache or {}).get("dir"))
+    if compile_cache:
+        prov["compile_cache"] = compile_cache
     return prov
 
 
@@ -114,7 +117,8 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             continue
         if op == "provenance":
             try:
-                conn.send({"ok": True, "provenance": run_provenance(msg["device"], msg["seed"], plugins)})
+                conn.send({"ok": True, "provenance": run_provenance(msg["device"], msg["seed"], plugins,
+                                                                       compile_cache=msg.get("compile_cache"))})
             except Exception as e:
                 conn.send({"ok": False, "error": f"{type(e).__name__}: {e}"})
             continue

@@ -191,16 +191,14 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
 def _not_a_record(row: dict) -> str | None:
     """Why an imported attempts row could not have been written by attnbench: an unknown status, or
     a value its status must carry (samples of an OK row, the reason of a failure) missing."""
-    from ..record import BY_NAME, Status
+    from ..record import Status, lacks
 
     try:
         status = Status(row["status"])
     except ValueError:
         return f"unknown status {row['status']!r}; statuses: {', '.join(s.value for s in Status)}"
-    missing = [c for c, col in BY_NAME.items() if status in col.required_by and row.get(c) is None]
-    if status is Status.OK and not json.loads(row.get("samples_us") or "[]"):
-        missing.insert(0, "samples_us")
-    return f"a {status.value} row lacks {', '.join(dict.fromkeys(missing))}" if missing else None
+    missing = lacks(status, {**row, "samples_us": json.loads(row.get("samples_us") or "[]")})
+    return f"a {status.value} row lacks {', '.join(missing)}" if missing else None
 
 
 def _typed(table: Table, col: str, v):

@@ -111,9 +111,25 @@ def narrow(filters: Filters, name: str, values: set) -> Filters:
     return out
 
 
+def parse_filters(exprs) -> Filters:
+    """Filters from --where expressions ('AXIS=V1,V2' each); two on one axis keep their intersection."""
+    filters: Filters = {}
+    for expr in exprs or ():
+        filters = narrow(filters, *parse_where(expr))
+    return filters
+
+
 def select(workloads: list[Workload], filters: Filters) -> list[Workload]:
     """The workloads whose every filtered axis holds one of the allowed values."""
     return [w for w in workloads if all(getattr(w, n) in vals for n, vals in filters.items())]
+
+
+def select_frame(frame, filters: Filters):
+    """The same filters on a frame of store rows (booleans are stored as 0/1)."""
+    for name, values in filters.items():
+        column = frame[name].astype(bool) if axis(name).type is bool else frame[name]
+        frame = frame[column.isin(values)]
+    return frame
 
 
 def varying(rows, names=NAMES) -> list[str]:
