@@ -181,12 +181,21 @@ def test_a_lock_held_too_long_ends_in_one_line(cli, store_file, tmp_path, monkey
     ("--backends", "", "names nothing"),
     ("--backends", " , ", "names nothing"),
     ("--modes", ",", "names nothing"),
+    ("--seed", "x", "invalid int value"),
+    ("--tag", " ", "--tag is empty"),
+    ("--where", "colour=red", "unknown workload axis 'colour'"),
+    ("--where", "batch=many", "bad batch"),
+    ("--where", "batch", "use AXIS=V1,V2"),
+    ("--compile-cache", "{d}/afile", "is not a directory"),
+    ("--compile-cache", "{d}/no/such/parent", "is not a directory"),
 ])
 def test_bad_run_options_exit_2_and_write_nothing(cli, tmp_path, monkeypatch, option, value, text):
     monkeypatch.chdir(tmp_path)
-    argv = ["run", "--repeats", "1", "--grid", "smoke", "--db", str(tmp_path / "r.sqlite"), option, value]
+    (tmp_path / "afile").write_text("")
+    argv = ["run", "--repeats", "1", "--grid", "smoke", "--db", str(tmp_path / "r.sqlite"), option,
+            value.format(d=tmp_path)]
     one_line_error(cli(*argv), text)
-    assert listing(tmp_path) == set()
+    assert listing(tmp_path) == {"afile"}
 
 
 HOSTILE = """

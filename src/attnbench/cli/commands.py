@@ -101,6 +101,12 @@ def cmd_run(args, argv) -> int:
             raise UsageError(f"{name} must be positive and finite, got {value:g}")
     if not args.db.strip():
         raise UsageError("--db is empty")
+    if not args.tag.strip():
+        raise UsageError("--tag is empty")
+    if args.compile_cache is not None:
+        cache = Path(args.compile_cache)
+        if (cache.exists() and not cache.is_dir()) or not cache.parent.exists():
+            raise UsageError(f"--compile-cache {cache} is not a directory that exists or can be made")
     db = Path(args.db)
     if not db.parent.exists():
         raise UsageError(f"directory of --db does not exist: {db.parent}")
