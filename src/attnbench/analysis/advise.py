@@ -15,8 +15,8 @@ import pandas as pd
 
 from ..workloads import Workload
 from ..workloads.axes import NAMES, axis
-from .frames import per_backend
-from .winners import contests
+from .frames import json_ready, per_backend
+from .winners import contestants, contests
 
 SIZES = tuple(n for n in NAMES if axis(n).type is int)
 CATEGORICAL = tuple(n for n in NAMES if n not in SIZES)
@@ -38,20 +38,16 @@ def nearest(won: pd.DataFrame, wanted: Workload) -> tuple[pd.Series, list[dict]]
         return exact.iloc[0], []
     scores = [distance(r, w) for _, r in won.iterrows()]
     best = won.iloc[min(range(len(scores)), key=lambda i: (scores[i], str(won.iloc[i]["workload_key"])))]
-    differs = [{"field": n, "wanted": w[n], "measured": _plain(best[n])} for n in NAMES
+    differs = [{"field": n, "wanted": w[n], "measured": best[n]} for n in NAMES
                if best[n] != w[n]]
     return best, differs
-
-
-def _plain(v):
-    return v.item() if hasattr(v, "item") else v
 
 
 def advise(df: pd.DataFrame, wanted: Workload, home: str, include_references: bool = False) -> dict:
     """The advice for `wanted` on store `home` (see the module's docstring) as JSON-ready values."""
     lines = per_backend(df, CONTEST)
     won = contests(lines, CONTEST, include_references)
-    pool = lines if include_references else lines[lines["role"] != "accuracy_reference"]
+    pool = contestants(lines, include_references)
     out = {"wanted": wanted.to_dict(), "home": home, "advice": [], "elsewhere": []}
     if won.empty:
         return out
@@ -59,7 +55,7 @@ def advise(df: pd.DataFrame, wanted: Workload, home: str, include_references: bo
         row, differs = nearest(mine, wanted)
         out["advice"].append({
             "label": home, "device_name": device, "exact": not differs, "differs": differs,
-            "workload": {n: _plain(row[n]) for n in NAMES}, "backend": row["backend"], "kernel": row["kernel"],
+            "workload": {n: row[n] for n in NAMES}, "backend": row["backend"], "kernel": row["kernel"],
             "median_us": row["median_us"], "p5_us": row["p5_us"], "p95_us": row["p95_us"], "p99_us": row["p99_us"],
             "repeats": int(row["repeats"]), "separated": bool(row["separated"]), "separation": row["separation"],
             "ratio": row["ratio"], "ratio_l95": row["ratio_l95"], "runner_up": row["runner_up"],
@@ -76,14 +72,5 @@ def advise(df: pd.DataFrame, wanted: Workload, home: str, include_references: bo
                 "differs": differs_there, "fastest": there["backend"], "fastest_us": there["median_us"],
                 "choice_us": t, "cost": t / there["median_us"] if t is not None else None,
                 "unavailable": t is None, "separated": bool(there["separated"])})
-    return _json_ready(out)
+    return json_ready(out)
 
-
-def _json_ready(v):
-    if isinstance(v, dict):
-        return {k: _json_ready(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_json_ready(x) for x in v]
-    if isinstance(v, float) and v != v:
-        return None
-    return v.item() if hasattr(v, "item") else v

@@ -26,6 +26,17 @@ def json_list(v) -> list:
     return json.loads(v) if isinstance(v, str) else list(v or [])
 
 
+def json_ready(v):
+    """A value (dicts and lists walked) with numpy scalars as Python ones and NaN as None."""
+    if isinstance(v, dict):
+        return {k: json_ready(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [json_ready(x) for x in v]
+    if isinstance(v, float) and v != v:
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
 def _column_or_null(df: pd.DataFrame, name: str) -> pd.Series:
     # frames built by hand (tests) may predate the column; the store always has it
     return df[name] if name in df.columns else pd.Series(None, index=df.index, dtype=object)

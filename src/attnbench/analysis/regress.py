@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .frames import GROUP, evidence, per_backend
+from .frames import GROUP, evidence, json_ready, per_backend
 from .stats import NONE, ratio_interval
 
 KEY = [*GROUP, "backend"]
@@ -33,12 +33,6 @@ def _verdict(ratio: float, lo, hi, threshold: float) -> str:
     return "same"
 
 
-def _plain(v):
-    if v is None or (isinstance(v, float) and v != v):
-        return None
-    return v.item() if hasattr(v, "item") else v
-
-
 def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float = 1.05) -> list[dict]:
     """One record per line of either store (see the module's docstring), worst first."""
     lb, ln = per_backend(base).set_index(KEY), per_backend(new).set_index(KEY)
@@ -52,11 +46,12 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float = 1.05) -> l
                     "verdict": _verdict(ratio, lo, hi, threshold), "separable": method != NONE,
                     "host_bound": bool(b["host_bound"] or n["host_bound"]),
                     "clock_low": bool(b["clock_low"] or n["clock_low"])})
-    measured_new = set(map(tuple, new[KEY].drop_duplicates().itertuples(index=False))) if len(new) else set()
+    # every status NEW's attempts of a line ended in, one pass over NEW
+    new_statuses = new.groupby(KEY, sort=False)["status"].agg(lambda s: sorted(set(s))).to_dict() if len(new) else {}
     for key in lb.index.difference(ln.index):
         b = lb.loc[key]
-        lost = key in measured_new
-        statuses = sorted(set(new.loc[(new[KEY] == pd.Series(key, index=KEY)).all(axis=1), "status"])) if lost else []
+        lost = key in new_statuses
+        statuses = new_statuses.get(key, [])
         out.append({**_shown(b), "backend": key[-1], "base_us": float(b["median_us"]), "new_us": None, "ratio": None,
                     "lo": None, "hi": None, "method": None, "verdict": "lost" if lost else "missing",
                     "new_status": statuses, "separable": None, "host_bound": bool(b["host_bound"]),
@@ -68,7 +63,7 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, threshold: float = 1.05) -> l
                     "host_bound": bool(n["host_bound"]), "clock_low": bool(n["clock_low"])})
     order = {"lost": 0, "regressed": 1, "slower": 2}
     out.sort(key=lambda r: (order.get(r["verdict"], 3), -(r["ratio"] or 0)))
-    return [{k: _plain(v) for k, v in r.items()} for r in out]
+    return json_ready(out)
 
 
 def _shown(line) -> dict:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .winners import contestants
+
 MIN_RATE_N = 5
 # cost bins of the distribution: (upper bound, label); 1 exactly is the same winner
 COST_BINS = ((1.0, "1"), (1.05, "<=1.05"), (1.10, "<=1.10"), (1.25, "<=1.25"), (1.5, "<=1.5"), (2.0, "<=2"),
@@ -36,7 +38,7 @@ def matched(won: pd.DataFrame) -> pd.DataFrame:
 def costs(won: pd.DataFrame, lines: pd.DataFrame, include_references: bool = False) -> pd.DataFrame:
     """matched() with `cost` (NaN where g's winner is unavailable on h) and `unavailable`."""
     m = matched(won)
-    pool = lines if include_references else lines[lines["role"] != "accuracy_reference"]
+    pool = contestants(lines, include_references)
     on_h = pool[["side", "match", "backend", "median_us", "label", "device_name"]].rename(
         columns={"side": "side_h", "backend": "backend_g", "median_us": "t_choice", "label": "label_h",
                  "device_name": "device_name_h"})

@@ -5,10 +5,11 @@ import numpy as np
 import pandas as pd
 
 from .ceilings import ceilings_by_device
-from .frames import GROUP, WORKLOAD_COLS, per_backend
-from .stats import N_BOOT, SEPARATION_RATIO, Evidence, noise_of, pooled_lower_bound, separate_many
+from .frames import GROUP, WORKLOAD_COLS, evidence, per_backend
+from .stats import N_BOOT, SEPARATION_RATIO, noise_of, pooled_lower_bound, separate_many
 
-__all__ = ["N_BOOT", "SEPARATION_RATIO", "best_per_workload", "caveat", "contests", "separation", "throughput"]
+__all__ = ["N_BOOT", "SEPARATION_RATIO", "best_per_workload", "caveat", "contestants", "contests", "separation",
+           "throughput"]
 
 
 def separation(fast: list[float], slow: list[float], seed: int = 0, n_boot: int = N_BOOT) -> float | None:
@@ -33,13 +34,18 @@ def caveat(best, runner_up, ratio: float) -> str | None:
     return None
 
 
+def contestants(lines: pd.DataFrame, include_references: bool = False) -> pd.DataFrame:
+    """The lines that compete: accuracy references only when asked."""
+    return lines if include_references else lines[lines["role"] != "accuracy_reference"]
+
+
 def contests(lines: pd.DataFrame, contest_cols, include_references: bool = False) -> pd.DataFrame:
     """One row per contest (the lines sharing `contest_cols`): the winner's line (fastest OK contestant;
     ties go to the backend name that sorts first; accuracy references only when asked) with
     `contestants`, the runner-up's backend, kernel, time and flags (`runner_up*`), `ratio`, its
     bootstrap lower bound `ratio_l95`, the `separation` method, `separated` and the lead's `caveat`."""
     contest_cols = list(contest_cols)
-    pb = lines if include_references else lines[lines["role"] != "accuracy_reference"]
+    pb = contestants(lines, include_references)
     if pb.empty:
         return pd.DataFrame()
     pb = pb.sort_values([*contest_cols, "median_us", "backend"], kind="stable").reset_index(drop=True)
@@ -56,25 +62,20 @@ def contests(lines: pd.DataFrame, contest_cols, include_references: bool = False
                      ("runner_up_host_bound", "host_bound"), ("runner_up_clock_low", "clock_low"),
                      ("runner_up_sm_clock_mhz", "sm_clock_mhz")):
         best[col] = pd.Series(runner[src].to_numpy(), index=np.flatnonzero(has)).reindex(best.index)
-    seps = separate_many([(_evidence(pb, i), _evidence(pb, j)) for i, j in zip(first[has], second)])
+    recs = pb.to_dict(orient="records")
+    seps = separate_many([(evidence(recs[i]), evidence(recs[j])) for i, j in zip(first[has], second)])
     for col, attr in (("ratio", "ratio"), ("ratio_l95", "lower"), ("separation", "method"), ("separated", "separated")):
         best[col] = pd.Series([getattr(s, attr) for s in seps], index=np.flatnonzero(has), dtype=object) \
             .reindex(best.index)
     best["separated"] = best["separated"].fillna(False).astype(bool)
     best["ratio"] = pd.to_numeric(best["ratio"])
     # a separated lead on numbers too noisy to carry it is not clear: the first reason is kept
-    best["noise"] = [(noise_of(pb.iloc[i]) or noise_of(pb.iloc[j])) if h else None
-                     for i, j, h in zip(first, np.where(has, first + 1, first), has)]
+    best["noise"] = [(noise_of(recs[i]) or noise_of(recs[i + 1])) if h else None for i, h in zip(first, has)]
     best["caveat"] = [caveat({"host_bound": r.host_bound, "sm_clock_mhz": r.sm_clock_mhz},
                              {"host_bound": r.runner_up_host_bound, "sm_clock_mhz": r.runner_up_sm_clock_mhz},
                              r.ratio) if h else None
                       for r, h in zip(best.itertuples(index=False), has)]
     return best
-
-
-def _evidence(pb: pd.DataFrame, i: int) -> Evidence:
-    return Evidence(float(pb.at[i, "median_us"]), pb.at[i, "units"], np.asarray(pb.at[i, "samples"], dtype=float),
-                    int(pb.at[i, "repeats"]))
 
 
 def throughput(rows: pd.DataFrame, ceilings_of) -> pd.DataFrame:
