@@ -190,7 +190,7 @@ def cmd_show(args, argv) -> int:
     from ..analysis.frames import per_backend
     from ..analysis.outcomes import status_counts
     from ..analysis.overview import run_overview
-    from ..analysis.winners import best_per_workload
+    from ..analysis.winners import best_per_workload, contestants
     from ..report import terminal
     from ..store.db import Store
 
@@ -207,9 +207,7 @@ def cmd_show(args, argv) -> int:
                         "kv_heads", "head_dim", "dtype", "causal", "launch", "device_name", "attempt_key"]]
         return _emit(frame, args.format, lambda: [terminal.failures_table(failed)])
     if args.rank:
-        ranked = per_backend(df)
-        if not args.all:
-            ranked = ranked[ranked["role"] != "accuracy_reference"]
+        ranked = contestants(per_backend(df), args.all)
         return _emit(ranked, args.format, lambda: [terminal.ranking_table(ranked)])
     best = best_per_workload(df, runs, include_references=args.all)
     types = {r.get("device_name"): ((r.get("provenance") or {}).get("device") or {}).get("type") for r in runs}
