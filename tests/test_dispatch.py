@@ -239,7 +239,7 @@ class SoftmaxLib(Backend):
 
 
 BACKENDS = [SoftmaxLib(name="softmax-lib", family="plugin", modes=("prefill",), devices=("cpu",),
-                       kernel_families={"cpu": frozenset({"softmax-lib"})},
+                       kernel_families={"cpu": frozenset({"softmax-lib", "unfused-gemm"})},
                        kernel_patterns=(KernelFamily("softmax-lib", r"^aten::_softmax$", attention=True),))]
 """
 
@@ -255,7 +255,7 @@ def test_a_plugin_declares_its_kernel_names_end_to_end(tmp_path):
     plugin = tmp_path / "softmaxlib.py"
     plugin.write_text(PLUGIN)
     liar = tmp_path / "liar.py"
-    liar.write_text(PLUGIN.replace('frozenset({"softmax-lib"})', 'frozenset({"pytorch-flash-cpu"})')
+    liar.write_text(PLUGIN.replace('frozenset({"softmax-lib", "unfused-gemm"})', 'frozenset({"pytorch-flash-cpu"})')
                     .replace('name="softmax-lib"', 'name="softmax-liar"'))
     db = tmp_path / "p.sqlite"
     assert main(["run", "--repeats", "1", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false",
@@ -271,10 +271,12 @@ def test_a_plugin_declares_its_kernel_names_end_to_end(tmp_path):
 
 
 class _FakeProfile:
-    """Stands in for torch.profiler.profile: yields the events it was built with."""
+    """Stands in for torch.profiler.profile: its kineto results hold the events it was built with."""
 
     def __init__(self, events):
-        self._events = events
+        from types import SimpleNamespace
+
+        self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: list(events)))
 
     def __call__(self, activities):
         return self
@@ -285,39 +287,81 @@ class _FakeProfile:
     def __exit__(self, *exc):
         return False
 
-    def events(self):
-        return self._events
+
+class _Ev:
+    """A kineto event as the profiler's results list it."""
+
+    def __init__(self, name, kind, us, start_us=0.0, thread=1):
+        self._n, self._k, self._ns, self._t0, self._tid = name, kind, int(us * 1000), int(start_us * 1000), thread
+
+    def name(self): return self._n
+    def activity_type(self): return self._k
+    def is_user_annotation(self): return self._k in ("user_annotation", "gpu_user_annotation")
+    def duration_ns(self): return self._ns
+    def start_ns(self): return self._t0
+    def start_thread_id(self): return self._tid
 
 
-def _kernel_event(name, us):
-    from types import SimpleNamespace
-
-    return SimpleNamespace(name=name, device_type=torch.autograd.DeviceType.CUDA, device_time_total=us, kernels=[])
-
-
-def _cpu_op(name, kernels):
-    from types import SimpleNamespace
-
-    return SimpleNamespace(name=name, device_type=torch.autograd.DeviceType.CPU, device_time_total=0,
-                           kernels=[SimpleNamespace(name=n, duration=us) for n, us in kernels])
-
-
-def test_cuda_probe_weighs_kernels_by_device_time_and_counts_each_once(monkeypatch):
-    """Kernels are listed twice by the profiler (as device events and attached to their CPU op): the
-    call's kernel time counts one listing; names are ordered by device time, not by count."""
+def test_cuda_probe_weighs_kernels_by_device_time_and_ignores_user_ranges(monkeypatch):
+    """Device time counts kernels, copies and memsets, one listing each; a user's profiler range on
+    the GPU (named like a kernel and spanning them) is not a kernel. Per call: the total over calls."""
     import torch.profiler
 
     cudnn = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop"
-    events = [_cpu_op("aten::_scaled_dot_product_cudnn_attention", [(cudnn, 1700.0)]),
-              _cpu_op("aten::fill_", [("elementwise_fill", 3.0)] * 4),
-              _kernel_event(cudnn, 1700.0)] + [_kernel_event("elementwise_fill", 3.0)] * 4
+    events = [_Ev("aten::_scaled_dot_product_cudnn_attention", "cpu_op", 20.0),
+              _Ev("flash_fwd_kernel", "gpu_user_annotation", 5000.0), _Ev("flash_fwd_kernel", "user_annotation", 5000.0),
+              _Ev(cudnn, "kernel", 1700.0)] + [_Ev("elementwise_fill", "kernel", 3.0)] * 4 + \
+        [_Ev("Memcpy DtoD", "gpu_memcpy", 10.0)]
     monkeypatch.setattr(torch.profiler, "profile", _FakeProfile(events))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     p = probe(lambda: None, "cuda")
-    assert p.kernel_us == pytest.approx(1712.0)
+    assert p.kernel_us == pytest.approx(1722.0)
     assert p.kernels[0] == cudnn and p.main_family == "cudnn" and p.attention_family == "cudnn"
-    # only attached kernels (an older profiler): they are the one listing
-    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile(events[:2]))
-    assert probe(lambda: None, "cuda").kernel_us == pytest.approx(1712.0)
+    assert "flash_fwd_kernel" not in p.kernels and "pytorch-flash" not in p.families
+    assert p.shares["cudnn"] == pytest.approx(1700 / 1722, abs=1e-3)
+    assert probe(lambda: None, "cuda", calls=2).kernel_us == pytest.approx(861.0)  # the events of two calls
     # CPU: no device time
     assert probe(lambda: None, "cpu").kernel_us is None
+
+
+def test_cpu_probe_weighs_operators_by_self_time():
+    """An operator's time less its callees' (a wrapper that calls the flash kernel is not flash
+    time); user ranges are not operators; threads nest separately."""
+    from attnbench.measure.dispatch import _cpu_self_time
+
+    events = [_Ev("aten::scaled_dot_product_attention", "cpu_op", 100.0, 0.0),
+              _Ev("aten::_scaled_dot_product_flash_attention_for_cpu", "cpu_op", 90.0, 5.0),
+              _Ev("aten::empty", "cpu_op", 2.0, 6.0),
+              _Ev("pytorch_flash", "user_annotation", 500.0, 0.0),
+              _Ev("aten::mm", "cpu_op", 40.0, 3.0, thread=2)]
+    w = _cpu_self_time(events)
+    assert w["aten::scaled_dot_product_attention"] == 10_000
+    assert w["aten::_scaled_dot_product_flash_attention_for_cpu"] == 88_000
+    assert w["aten::empty"] == 2_000 and w["aten::mm"] == 40_000 and "pytorch_flash" not in w
+
+
+def test_a_real_cpu_probe_does_not_count_a_user_range_named_like_a_kernel():
+    from torch.profiler import record_function
+
+    q = torch.randn(1, 2, 64, 16)
+
+    def fn():
+        with record_function("aten::_scaled_dot_product_flash_attention_for_cpu"):
+            return torch.matmul(torch.softmax(q @ q.transpose(-1, -2), -1), q)
+
+    p = probe(fn, "cpu", calls=2)
+    assert p.families == ["unfused-gemm"] and p.attention_family is None
+
+
+def test_undeclared_share_and_material_mismatch():
+    from attnbench.measure.dispatch import MATERIAL_SHARE, Probe, mismatch, undeclared_share
+
+    flash = frozenset({"pytorch-flash"})
+    p = Probe(families=["pytorch-flash", "unfused-gemm"], shares={"pytorch-flash": 0.5, "unfused-gemm": 0.4,
+                                                                  "other": 0.1}, status="probed")
+    assert undeclared_share(flash, p) == 0.4
+    assert "undeclared kernels took 40%" in mismatch(flash, p.families, frozenset(), p)
+    small = Probe(families=["pytorch-flash", "unfused-gemm"], status="probed",
+                  shares={"pytorch-flash": 0.95, "unfused-gemm": MATERIAL_SHARE / 2, "other": 0.0})
+    assert mismatch(flash, small.families, frozenset(), small) is None
+    assert undeclared_share(frozenset(), p) is None  # nothing declared: nothing to hold it to

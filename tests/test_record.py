@@ -196,4 +196,4 @@ def test_a_spawned_sweep_stores_every_measured_column(tmp_path):
     for name in record.names_from(record.ATTEMPT) - on_cpu_absent - {"reason"}:
         assert row[name] is not None, name
     assert json.loads(row["phases_s"]).keys() == {"inputs", "prepare", "cold_call", "check", "probe", "memory",
-                                                  "timing", "recheck"}
+                                                  "timing", "recheck", "hard"}

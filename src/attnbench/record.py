@@ -59,6 +59,8 @@ _IDENTITY = [
     _c("run_id", str, "the invocation that executed the attempt (see runs)", RUN, required_by=ALL,
        constraint="NOT NULL"),
     _c("tag", str, "sweep label; resume continues attempts with the same tag", RUN),
+    _c("inputs", str, "input distribution of the first check and the timed calls: normal, outliers or "
+                      "large-logits (run --inputs; measure/inputs.py)", RUN),
     _c("backend", str, "backend name (e.g. sdpa-flash)", PLAN, required_by=ALL, constraint="NOT NULL"),
     _c("family", str, "backend library family (reference, sdpa, flex, compile, plugin...)", PLAN),
     _c("role", str, "contestant, or accuracy_reference (measured, not a fair latency contest)", PLAN),
@@ -101,7 +103,7 @@ _TIMING = [
        DERIVED, TIMED),
     _c("wall_s", float, "wall seconds of the whole attempt, including the start of a worker started for it alone",
        EXECUTOR, required_by=ALL),
-    _c("phases_s", dict, "JSON wall seconds per phase: inputs, prepare, cold_call, check, probe, memory, timing, recheck",
+    _c("phases_s", dict, "JSON wall seconds per phase: inputs, prepare, cold_call, check, hard, probe, memory, timing, recheck",
        ATTEMPT, RAN),
     _c("cold_start_us", float, "first call, compilation and autotuning included (host clock, synchronized)",
        ATTEMPT, RAN, ONLY_OK),
@@ -115,8 +117,11 @@ _CORRECTNESS = [
        RAN, ONLY_OK),
     _c("ref_err", float, "max abs error of the same-dtype unfused reference against float64", ATTEMPT, RAN,
        ONLY_OK),
-    _c("check_detail", dict, "JSON per tensor (o, dq, dk, dv): max_abs, ratio, ref_max_abs", ATTEMPT, RAN,
-       ONLY_OK),
+    _c("check_detail", dict, "JSON per tensor (o, dq, dk, dv): max_abs, ratio, ref_max_abs, sys (systematic error "
+                             "over the same-dtype reference's RMS error), slope (fitted against float64)", ATTEMPT,
+       RAN, ONLY_OK),
+    _c("hard_err_ratio", float, "worst error ratio on the hard input distributions the timed calls did not use "
+                                "(outliers, large-logits; measure/inputs.py)", ATTEMPT, RAN),
 ]
 _DISPATCH = [
     _c("dispatch_status", str, "probed or unprobed", ATTEMPT, RAN, ONLY_OK),
@@ -125,6 +130,8 @@ _DISPATCH = [
     _c("dispatch_families", list, "JSON list of kernel families seen", ATTEMPT, RAN),
     _c("dispatch_main_family", str, "the recognised kernel family that took the most device time (CPU: most calls)",
        ATTEMPT, RAN),
+    _c("undeclared_share", float, "share of the probed calls' device time (CPU: self time) in recognised kernel "
+                                  "families the backend does not declare; NULL when it declares none", ATTEMPT, RAN),
     _c("dispatch_attention_family", str, "the attention kernel family that took the most device time; NULL when "
                                          "no declared attention kernel ran", ATTEMPT, RAN),
 ]

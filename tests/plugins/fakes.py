@@ -147,14 +147,19 @@ class Mutates(_Base):
 
 
 class LaterGarbage(_Base):
-    """Right on its first calls, then returns the output of its first call forever (a stale buffer)."""
+    """Right on its first calls, then returns the output of its tenth call forever (a stale buffer);
+    a tiny GEMM on every call keeps it looking like GEMM work to the profiler."""
 
     def prepare(self, w, inputs):
+        import torch
+
         kept = {}
+        probe = torch.ones(4, 4, dtype=inputs.q.dtype, device=inputs.q.device)
 
         def fn():
+            probe @ probe
             kept["n"] = kept.get("n", 0) + 1
-            if kept["n"] <= 3:
+            if kept["n"] <= 10:
                 kept["o"] = self.math(w, inputs)
             return kept["o"]
 
@@ -211,6 +216,98 @@ class RoundsCache(_Base):
         return fn
 
 
+class FallsBackLate(_Base):
+    """Runs SDPA's flash kernel (what it declares) for its first 12 calls, then unfused GEMMs: right
+    values throughout, the wrong kernel for most timed calls."""
+
+    def prepare(self, w, inputs):
+        import torch.nn.functional as F
+
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            if n["calls"] <= 12:
+                q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+                return from_bhnd(F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, is_causal=w.causal,
+                                                                enable_gqa=w.kv_heads != w.q_heads), w.layout)
+            return self.math(w, inputs)
+
+        return fn
+
+
+class PartlyFused(_Base):
+    """SDPA's flash kernel (declared) for the first KV group, unfused GEMMs for the others: right
+    values, and the declared family does appear in every call."""
+
+    def prepare(self, w, inputs):
+        import torch
+        import torch.nn.functional as F
+
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def fn():
+            q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+            g = w.q_heads // w.kv_heads
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                first = F.scaled_dot_product_attention(q[:, :g], k[:, :1], v[:, :1], scale=inputs.scale,
+                                                       is_causal=w.causal, enable_gqa=g > 1)
+            rest = attention_math(q[:, g:], k[:, 1:], v[:, 1:], w.causal, w.causal_align, inputs.scale)
+            return from_bhnd(torch.cat([first, rest], dim=1), w.layout)
+
+        return fn
+
+
+class NamedLikeAKernel(_Base):
+    """Unfused GEMMs inside a profiler range named like the flash kernel it declares."""
+
+    def prepare(self, w, inputs):
+        from torch.profiler import record_function
+
+        def fn():
+            with record_function("aten::_scaled_dot_product_flash_attention_for_cpu flash_fwd_kernel"):
+                return self.math(w, inputs)
+
+        return fn
+
+
+class NoMaxSoftmax(_Base):
+    """Softmax as exp(s) / sum(exp(s)), without subtracting the row maximum: exact on N(0, 1) inputs,
+    overflows to NaN once logits pass exp()'s range."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        def fn():
+            q, k, v = (to_bhnd(t, w.layout).float() for t in (inputs.q, inputs.k, inputs.v))
+            g = w.q_heads // w.kv_heads
+            k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+            s = q @ k.transpose(-1, -2) * inputs.scale
+            if w.causal:
+                from attnbench.backends.layout import causal_offset
+
+                off = causal_offset(w.q_len, w.kv_len, w.causal_align)
+                keep = torch.ones(w.q_len, w.kv_len, dtype=torch.bool, device=s.device).tril(off)
+                s = s.masked_fill(~keep, float("-inf"))
+            e = s.exp()
+            o = (e / e.sum(-1, keepdim=True)) @ v
+            return from_bhnd(o.to(inputs.q.dtype), w.layout)
+
+        return fn
+
+
+class Saturates(_Base):
+    """Quantizes Q, K and V to a fixed range of +-8 first (a fixed-scale low-precision format):
+    invisible on N(0, 1) inputs, wrong wherever activations have outliers."""
+
+    def prepare(self, w, inputs):
+        def fn():
+            q, k, v = (to_bhnd(t, w.layout).clamp(-8, 8) for t in (inputs.q, inputs.k, inputs.v))
+            return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+
+        return fn
+
+
 GEMM = {"cpu": frozenset({"unfused-gemm"}), "cuda": frozenset({"unfused-gemm"})}
 FLASH = {"cpu": frozenset({"pytorch-flash-cpu"}), "cuda": frozenset({"pytorch-flash"})}
 
@@ -235,4 +332,12 @@ BACKENDS = [
     Detached(name="fake-detached", family="plugin", kernel_families=GEMM, modes=("train_fwd",)),
     OneHeadWrong(name="fake-one-head-wrong", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     RoundsCache(name="fake-rounds-cache", family="plugin", kernel_families=GEMM, modes=("decode",)),
+    FallsBackLate(name="fake-falls-back-late", family="plugin", kernel_families=FLASH, devices=("cpu",),
+                  modes=("prefill",)),
+    PartlyFused(name="fake-partly-fused", family="plugin", kernel_families=FLASH, devices=("cpu",),
+                modes=("prefill",)),
+    NamedLikeAKernel(name="fake-named-like-a-kernel", family="plugin", kernel_families=FLASH,
+                     modes=("prefill", "decode")),
+    NoMaxSoftmax(name="fake-no-max-softmax", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    Saturates(name="fake-saturates", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
 ]

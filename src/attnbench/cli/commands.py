@@ -111,11 +111,11 @@ def cmd_run(args, argv) -> int:
     if not db.parent.exists():
         raise UsageError(f"directory of --db does not exist: {db.parent}")
     cfg = LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin], timeout_s=args.timeout,
-                      seed=args.seed, tol=args.tol, timing=TimingConfig.for_device(device, args.max_time),
+                      seed=args.seed, tol=args.tol, inputs=args.inputs, timing=TimingConfig.for_device(device, args.max_time),
                       log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
                       strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose),
                       compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None)
-    req = RunRequest(device, workloads, backends, args.repeats, args.tag, args.seed, grid_name,
+    req = RunRequest(device, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
                      shlex.join(["attnbench"] + list(argv)), args.retry_failed)
     executor = LocalExecutor(cfg)
     if args.dry_run:

@@ -1,8 +1,12 @@
-"""Correctness before timing: outputs and gradients against a float64 reference.
+"""Correctness: outputs and gradients against a float64 reference, before and after timing.
 
 The verdict is a ratio: the backend's error over the error of the unfused reference computed in
 the workload's own dtype on the same inputs. A kernel as accurate as plain PyTorch in that dtype
-scores about 1; a wrong or partly unwritten one scores orders of magnitude more (or NaN)."""
+scores about 1; a wrong or partly unwritten one scores orders of magnitude more (or NaN). Two
+more tests look for what an elementwise ratio misses: a systematic error (a fitted slope of output
+against reference that is not 1, or an offset, beyond their statistical error) and the output's
+dtype, shape and autograd connection. Tolerances are per dtype, set from the measured spread of
+correct kernels (docs/methodology.md, "Tolerances")."""
 from __future__ import annotations
 
 import random
@@ -13,12 +17,34 @@ from ..backends.reference import attention_math
 from ..workloads import Workload
 
 EPS = {"fp32": 1.2e-7, "bf16": 7.8e-3, "fp16": 9.8e-4}
-MAX_SLICES = 4  # (batch, kv-head group) slices checked in full (gradients too); the whole output for NaN
+# Largest error ratio a correct kernel may show, per dtype: a margin above the largest ratio measured
+# on correct fused and unfused kernels (CPU and H200, forward and backward, every input distribution;
+# scripts/tolerance_spread.py, figures in docs/methodology.md "Tolerances"). In float32 the same-dtype
+# reference is so exact that a correct kernel's other summation order alone scores several times its
+# error (CPU flash backward: dQ 5.6 on N(0, 1), 20 with logits of std 30), hence the wider bounds; a
+# float32 kernel that computes in TF32 or bf16 inside still scores 1e3 and more.
+TOLERANCES = {"fp32": 16.0, "bf16": 3.0, "fp16": 3.0}
+DEFAULT_TOL = TOLERANCES["bf16"]
+# On hard inputs (measure/inputs.py: outliers, large logits) the reference's luck varies more.
+HARD_TOLERANCES = {"fp32": 64.0, "bf16": 4.0, "fp16": 4.0}
+# A systematic error (slope or offset of output against reference, beyond SYS_SIGMAS standard
+# errors) may be at most this many times the same-dtype reference's RMS error: (N(0, 1), hard inputs).
+# Correct kernels reach 0.07 (bf16, fp16) and 0.46 (fp32) on N(0, 1), 0.29 and 2.1 on hard inputs; a
+# 1.5 % scale error in bf16 scores about 2.
+SYS_TOLERANCES = {"fp32": (2.0, 8.0), "bf16": (1.0, 1.0), "fp16": (1.0, 1.0)}
+SYS_SIGMAS = 4.0
+MAX_SLICES = 64  # (batch, kv-head) slices checked in full, gradients too: together every batch index and KV head
 # Query rows checked in every batch index and every head: attention rows are independent, so a few
 # rows of each head are cheap next to a full slice and leave no head or batch index unchecked.
 MAX_ROWS = 32
-DEFAULT_TOL = 3.0
 NAMES = ("o", "dq", "dk", "dv")
+
+
+def tolerance(dtype: str, tol: float | None = None, hard: bool = False) -> float:
+    """The error-ratio bound for `dtype` (a `--tol` given by the user overrides it)."""
+    if tol is not None:
+        return tol
+    return (HARD_TOLERANCES if hard else TOLERANCES)[dtype]
 
 
 @dataclass
@@ -34,10 +60,16 @@ class Verdict:
 
 
 def pick_slices(w: Workload, seed: int) -> list[tuple[int, int]]:
+    """(batch, kv-head) slices checked in full: all of them when few, else max(B, Hkv) slices
+    pairing shuffled batch indices with shuffled KV heads, so that together they cover every batch
+    index and every KV head (gradients of every KV head are checked)."""
     pairs = [(b, g) for b in range(w.batch) for g in range(w.kv_heads)]
-    if len(pairs) <= MAX_SLICES:
+    n = min(max(w.batch, w.kv_heads), MAX_SLICES)
+    if len(pairs) <= n:
         return pairs
-    return sorted(random.Random(seed).sample(pairs, MAX_SLICES))
+    rng = random.Random(seed)
+    bs, gs = rng.sample(range(w.batch), w.batch), rng.sample(range(w.kv_heads), w.kv_heads)
+    return sorted({(bs[i % w.batch], gs[i % w.kv_heads]) for i in range(n)})
 
 
 def _slice(w: Workload, tensors, sides: str, b: int, g: int):
@@ -125,10 +157,38 @@ def _errors(x, ref) -> dict:
             "ref_max": ref.abs().max().item(), "ref_rms": ref_rms}
 
 
-def check(w: Workload, result, inputs, ref: Reference64, tol: float = DEFAULT_TOL) -> Verdict:
-    """result: O, or (O, dQ, dK, dV), in the workload's layout."""
+def systematic(x, ref) -> dict:
+    """Least-squares fit x = a + b·ref over every element: the slope b, the offset a, their
+    standard errors, and `excess`, the RMS size of the part of a + (b - 1)·ref that lies beyond
+    SYS_SIGMAS standard errors (0 when the fit cannot tell b from 1 and a from 0)."""
+    r, y = ref.flatten(), x.double().flatten()
+    n = r.numel()
+    if n < 3:
+        return {"slope": 1.0, "offset": 0.0, "excess": 0.0}
+    rm, ym = r.mean(), y.mean()
+    sxx = (r - rm).pow(2).sum()
+    if sxx.item() == 0.0:
+        return {"slope": 1.0, "offset": (ym - rm).item(), "excess": 0.0}
+    b = ((r - rm) * (y - ym)).sum() / sxx
+    a = ym - b * rm
+    s2 = (y - a - b * r).pow(2).sum() / (n - 2)
+    se_b = (s2 / sxx).sqrt()
+    se_a = (s2 * (1.0 / n + rm * rm / sxx)).sqrt()
+    db = (b - 1).abs() - SYS_SIGMAS * se_b
+    da = a.abs() - SYS_SIGMAS * se_a
+    excess = db.clamp(min=0) * r.pow(2).mean().sqrt() + da.clamp(min=0)
+    return {"slope": b.item(), "offset": a.item(), "excess": excess.item()}
+
+
+def check(w: Workload, result, inputs, ref: Reference64, tol: float | None = None, hard: bool = False) -> Verdict:
+    """result: O, or (O, dQ, dK, dV), in the workload's layout. `tol`: the error-ratio bound
+    (default: the dtype's, TOLERANCES, or HARD_TOLERANCES for `hard` inputs); a `tol` given
+    scales the systematic-error bound (SYS_TOLERANCES) by the same factor."""
     import torch
 
+    base = tolerance(w.dtype, None, hard)
+    tol = base if tol is None else tol
+    sys_tol = SYS_TOLERANCES[w.dtype][hard] * tol / base
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     want = 4 if w.needs_grad else 1
     if len(outs) != want:
@@ -137,7 +197,9 @@ def check(w: Workload, result, inputs, ref: Reference64, tol: float = DEFAULT_TO
     for name, t, s in zip(NAMES, outs, expect_shapes):
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(s):
             got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            return Verdict(False, f"{name} has shape {got}, expected {tuple(s)}")
+            return Verdict(False, f"{name} has shape {got}, expected {tuple(s)} ({w.layout})")
+        if t.device != inputs.q.device:
+            return Verdict(False, f"{name} is on {t.device}, expected {inputs.q.device} (the inputs' device)")
         if t.dtype != inputs.q.dtype:
             return Verdict(False, f"{name} is {str(t.dtype).replace('torch.', '')}, expected "
                                   f"{str(inputs.q.dtype).replace('torch.', '')} (the workload's dtype)")
@@ -148,7 +210,7 @@ def check(w: Workload, result, inputs, ref: Reference64, tol: float = DEFAULT_TO
         return Verdict(False, "o does not require grad: a training forward must stay differentiable, "
                               "not detached from its inputs")
     eps = EPS[w.dtype]
-    worst, detail = 0.0, {}
+    worst, worst_sys, detail = 0.0, 0.0, {}
     max_abs, cosine, rmse_o, ref_err = 0.0, 1.0, 0.0, 0.0
     # full slices (output and gradients), then the sampled rows of every batch index and head (output)
     rows_o = to_bhnd(outs[0], w.layout)[:, :, ref.rows]
@@ -162,20 +224,29 @@ def check(w: Workload, result, inputs, ref: Reference64, tol: float = DEFAULT_TO
             ratio = max(r_max, r_rms)
             if ratio != ratio:  # NaN
                 ratio = float("inf")
+            fit = systematic(x, hi)
+            r_sys = fit["excess"] / max(le["rmse"], eps * le["ref_rms"], 1e-30)
             worst = max(worst, ratio)
+            worst_sys = max(worst_sys, r_sys)
             max_abs = max(max_abs, e["max_abs"])
             cosine = min(cosine, e["cos"])
-            d = detail.setdefault(name, {"max_abs": 0.0, "ratio": 0.0, "ref_max_abs": 0.0})
+            d = detail.setdefault(name, {"max_abs": 0.0, "ratio": 0.0, "ref_max_abs": 0.0, "sys": 0.0,
+                                         "slope": 1.0})
             d["max_abs"] = max(d["max_abs"], e["max_abs"])
             d["ratio"] = max(d["ratio"], ratio)
             d["ref_max_abs"] = max(d["ref_max_abs"], le["max_abs"])
+            if r_sys >= d["sys"]:
+                d["sys"], d["slope"] = r_sys, fit["slope"]
             if name == "o":
                 rmse_o = max(rmse_o, e["rmse"])
                 ref_err = max(ref_err, le["max_abs"])
-    passed = worst <= tol
     reason = None
-    if not passed:
+    if worst > tol:
         name = max(detail, key=lambda n: detail[n]["ratio"])
         reason = (f"{name}: error {detail[name]['max_abs']:.3g} is {detail[name]['ratio']:.3g}x the same-dtype "
                   f"reference's ({detail[name]['ref_max_abs']:.3g}); tolerance {tol:g}x")
-    return Verdict(passed, reason, max_abs, rmse_o, cosine, worst, ref_err, detail)
+    elif worst_sys > sys_tol:
+        name = max(detail, key=lambda n: detail[n]["sys"])
+        reason = (f"{name}: systematic error (fitted slope {detail[name]['slope']:.5g} against float64) is "
+                  f"{detail[name]['sys']:.3g}x the same-dtype reference's RMS error; tolerance {sys_tol:g}x")
+    return Verdict(reason is None, reason, max_abs, rmse_o, cosine, worst, ref_err, detail)

@@ -1,4 +1,11 @@
-"""Reproducible random inputs in the workload's layout (never zeros: they hide unwritten output)."""
+"""Reproducible random inputs in the workload's layout (never zeros: they hide unwritten output).
+
+Three distributions (DISTRIBUTIONS): `normal`, N(0, 1); `outliers`, N(0, 1) + N(0, 100)·Bernoulli(0.001)
+in every tensor, the heavy-tailed activations that break kernels with a low-precision accumulator;
+`large-logits`, Q and K drawn N(0, LARGE_LOGIT_STD) so that the logits' standard deviation is about
+30 and their maximum far above exp()'s float32 range: a softmax without the running-max subtraction
+overflows. The timed calls use one of them (`run --inputs`); the correctness check also runs the
+others (measure/correctness.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -8,6 +15,10 @@ from ..backends.base import Inputs
 from ..workloads import Workload
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+DISTRIBUTIONS = ("normal", "outliers", "large-logits")
+OUTLIER_P = 0.001  # share of elements that get an outlier
+OUTLIER_STD = 10.0  # N(0, 100)
+LARGE_LOGIT_STD = 30.0 ** 0.5  # Q·K·D^-1/2 then has standard deviation ~30
 
 
 def torch_dtype(name: str):
@@ -24,8 +35,8 @@ def shape(w: Workload, heads: int, n: int, d: int) -> tuple[int, ...]:
     return (w.batch, heads, n, d) if w.layout == "BHND" else (w.batch, n, heads, d)
 
 
-def make_inputs(w: Workload, device: str, seed: int) -> Inputs:
-    """Q, K, V (and dO) drawn from N(0, 1) with a generator seeded by (seed, workload) (refill
+def make_inputs(w: Workload, device: str, seed: int, dist: str = "normal") -> Inputs:
+    """Q, K, V (and dO) drawn from `dist` with a generator seeded by (seed, workload) (refill
     draws them: one way to draw, so a refill with this seed restores these values exactly)."""
     import torch
 
@@ -40,23 +51,34 @@ def make_inputs(w: Workload, device: str, seed: int) -> Inputs:
                     v=empty(*shape(w, w.kv_heads, w.kv_len, w.head_dim_v)),
                     do=empty(*shape(w, w.q_heads, w.q_len, w.head_dim_v)) if w.needs_grad else None,
                     out=empty(*shape(w, w.q_heads, w.q_len, w.head_dim_v)), scale=1.0 / math.sqrt(w.head_dim))
-    refill(inputs, w, seed)
+    refill(inputs, w, seed, dist)
     for t in (inputs.q, inputs.k, inputs.v):
         t.requires_grad_(grad)
     return inputs
 
 
-def refill(inputs: Inputs, w: Workload, seed: int) -> None:
+def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None:
     """Write new values into the same tensors (what a graph captured, what a cache may hold), drawn
-    as make_inputs draws them but from `seed`'s own stream; refill(inputs, w, seed) with the seed
-    make_inputs had restores its values exactly. The output buffer is poisoned again."""
+    as make_inputs draws them but from `seed`'s own stream; refill(inputs, w, seed, dist) with the
+    seed and distribution make_inputs had restores its values exactly. The output buffer is
+    poisoned again."""
     import torch
 
-    gen = torch.Generator(device=inputs.q.device).manual_seed(input_seed(w, seed))
+    if dist not in DISTRIBUTIONS:
+        raise ValueError(f"unknown input distribution {dist!r} (one of {', '.join(DISTRIBUTIONS)})")
+    gen = torch.Generator(device=inputs.q.device).manual_seed(input_seed(w, seed) + DISTRIBUTIONS.index(dist))
     with torch.no_grad():
-        for t in (inputs.q, inputs.k, inputs.v, inputs.do):
-            if t is not None:
-                t.copy_(torch.randn(t.shape, generator=gen, device=t.device, dtype=t.dtype))
+        for name in ("q", "k", "v", "do"):
+            t = getattr(inputs, name)
+            if t is None:
+                continue
+            x = torch.randn(t.shape, generator=gen, device=t.device, dtype=torch.float32)
+            if dist == "outliers":
+                hit = torch.rand(t.shape, generator=gen, device=t.device) < OUTLIER_P
+                x += hit * torch.randn(t.shape, generator=gen, device=t.device) * OUTLIER_STD
+            elif dist == "large-logits" and name in ("q", "k"):
+                x *= LARGE_LOGIT_STD
+            t.copy_(x)  # drawn in float32, rounded once to the workload's dtype
         inputs.out.fill_(float("nan"))
 
 

@@ -8,36 +8,48 @@ import time
 from ..backends.base import Backend, Prepared, Rejected
 from ..measure import correctness, dispatch, memory, telemetry, timing
 from ..measure.device import bind
-from ..measure.inputs import fingerprint, make_inputs, refill
+from ..measure.inputs import DISTRIBUTIONS, fingerprint, make_inputs, refill
 from ..measure.step import make_step
 from ..workloads import Workload
 from ..status import Status
 
 log = logging.getLogger(__name__)
+PROBE_CALLS = 3  # calls profiled before timing (the ones after the first call)
+LATE_PROBE_CALLS = 2  # calls profiled after timing
 _HOST_OOM = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
 _CONTEXT_BROKEN = ("illegal memory access", "device-side assert", "unspecified launch failure",
                    "an illegal instruction", "misaligned address", "CUDA error: unknown error")
 
 
 class WorkloadCache:
-    """Inputs and float64 reference of the last workload (backends of one workload run together)."""
+    """Inputs and float64 references of the last workload (backends of one workload run together).
+
+    The inputs are handed out only as they were made: a fingerprint taken when they were drawn is
+    compared on every get, and inputs a backend changed (in place, or left refilled by an attempt
+    that died) are drawn again, so no later backend pays for another's writes. References are kept
+    per (seed, distribution) of the values they were computed on."""
 
     def __init__(self):
-        self.key = None
-        self.inputs = None
-        self.ref = None
+        self.clear()
 
-    def get(self, w: Workload, device: str, seed: int):
-        k = (w.key(), device, seed)
-        if self.key != k:
-            self.key, self.inputs, self.ref = None, None, None
-            self.inputs = make_inputs(w, device, seed)
-            self.ref = correctness.Reference64(w, self.inputs, seed)
+    def get(self, w: Workload, device: str, seed: int, dist: str = "normal"):
+        k = (w.key(), device, seed, dist)
+        if self.key != k or fingerprint(self.inputs) != self.clean:
+            self.clear()
+            self.inputs = make_inputs(w, device, seed, dist)
+            self.clean = fingerprint(self.inputs)
+            self.refs[(seed, dist)] = correctness.Reference64(w, self.inputs, seed)
             self.key = k
-        return self.inputs, self.ref
+        return self.inputs, self.refs[(seed, dist)]
+
+    def reference(self, w: Workload, seed: int, dist: str) -> correctness.Reference64:
+        """The reference of the values refill(inputs, w, seed, dist) writes; the inputs must hold them now."""
+        if (seed, dist) not in self.refs:
+            self.refs[(seed, dist)] = correctness.Reference64(w, self.inputs, seed)
+        return self.refs[(seed, dist)]
 
     def clear(self):
-        self.key, self.inputs, self.ref = None, None, None
+        self.key, self.inputs, self.clean, self.refs = None, None, None, {}
 
 
 def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None = None) -> dict:
@@ -46,14 +58,14 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch
     import torch
 
     w = Workload.from_dict(spec["workload"])
-    device, seed = spec["device"], spec["seed"]
+    device, seed, dist = spec["device"], spec["seed"], spec.get("inputs", "normal")
     phases: dict[str, float] = {}
     res: dict = {"status": Status.ERROR.value, "reason": None, "phases_s": phases}
     clock = _Phases(phases)
     try:
         bind(device)
         with clock("inputs"):
-            inputs, ref = cache.get(w, device, seed)
+            inputs, ref = cache.get(w, device, seed, dist)
             inputs.out.fill_(float("nan"))
         with clock("prepare"):
             prepared = Prepared.of(backend.prepare(w, inputs))
@@ -63,7 +75,7 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch
             if prepared.context is not None:
                 stack.enter_context(prepared.context)
             return _measure(w, prepared, inputs, ref, backend, spec, device, res, clock,
-                            classifier or dispatch.default_classifier())
+                            classifier or dispatch.default_classifier(), cache)
     except (Rejected, timing.GraphCaptureError) as e:  # the library or the graph capture refused it
         return {**res, "status": Status.UNSUPPORTED.value, "reason": str(e)}
     except (torch.OutOfMemoryError, MemoryError) as e:
@@ -113,10 +125,10 @@ class _Phases:
             self.into[name] = round(self.into.get(name, 0.0) + time.perf_counter() - t0, 4)
 
 
-def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classifier) -> dict:
-    seed = spec["seed"]
-    tol = spec.get("tol", correctness.DEFAULT_TOL)
-    untouched = fingerprint(inputs)  # a kernel must not write its inputs (nor the KV cache)
+def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classifier, cache) -> dict:
+    seed, dist = spec["seed"], spec.get("inputs", "normal")
+    tol = spec.get("tol")  # None: the dtype's tolerance (measure/correctness.py)
+    untouched = cache.clean  # a kernel must not write its inputs (nor the KV cache)
     with clock("cold_call"):
         memory.poison_allocator(inputs.out.numel() * inputs.out.element_size(), device)
         out, res["cold_start_us"] = timing.cold_call(make_step(w, prepared, inputs, first=True), device)
@@ -129,11 +141,18 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
     why = _mutated(untouched, inputs, "the first call", w.mode == "decode")
     if why or not verdict.passed:
         return {**res, "status": Status.INCORRECT.value, "reason": why or verdict.reason}
+    with clock("hard"):
+        why, res["hard_err_ratio"] = _hard_inputs(w, step, inputs, cache, device, seed, dist, tol)
+    why = why or _mutated(untouched, inputs, "the hard-input check", w.mode == "decode")
+    if why:
+        return {**res, "status": Status.INCORRECT.value, "reason": why}
+    expected = backend.expected_kernels(device.split(":")[0])
     with clock("probe"):
-        pr = dispatch.probe(step, device, classifier)
+        pr = dispatch.probe(step, device, classifier, calls=PROBE_CALLS)
     res.update(pr.to_record())
+    res["undeclared_share"] = dispatch.undeclared_share(expected, pr)
     if pr.status == "probed":
-        why = dispatch.mismatch(backend.expected_kernels(device.split(":")[0]), pr.families, classifier.attention)
+        why = dispatch.mismatch(expected, pr.families, classifier.attention, pr)
         if why:
             return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": why}
     with clock("memory"):
@@ -147,8 +166,17 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
     why = _mutated(untouched, inputs, "timing", w.mode == "decode")
     if why:
         return {**res, "status": Status.INCORRECT.value, "reason": why}
+    with clock("probe"):  # the calls after the timed ones: a path that changes after N calls shows here
+        late = dispatch.probe(step, device, classifier, calls=LATE_PROBE_CALLS)
+    if late.status == "probed":
+        share = dispatch.undeclared_share(expected, late)
+        if share is not None:
+            res["undeclared_share"] = max(share, res["undeclared_share"] or 0.0)
+        why = dispatch.mismatch(expected, late.families, classifier.attention, late)
+        if why:
+            return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": f"after timing: {why}"}
     with clock("recheck"):
-        why = _recheck(w, t.replay, inputs, device, seed, tol)
+        why = _recheck(w, t.replay, inputs, cache, device, seed, dist, tol)
     if why:
         return {**res, "status": Status.INCORRECT.value, "reason": why}
     res["status"] = Status.OK.value
@@ -165,19 +193,40 @@ def _mutated(before: dict, inputs, phase: str, decode: bool) -> str | None:
     return f"input {', '.join(changed)} changed during {phase}{cache}: a kernel must not write its inputs"
 
 
-def _recheck(w, replay, inputs, device: str, seed: int, tol: float) -> str | None:
+def _hard_inputs(w, step, inputs, cache, device, seed, dist, tol) -> tuple[str | None, float | None]:
+    """The step on each hard distribution the timed calls do not use (outliers, large logits), against
+    its own reference and the dtype's hard-input tolerance; the workload's values are restored after.
+    Returns (why it failed or None, the worst error ratio)."""
+    worst = None
+    try:
+        for i, hard in enumerate(d for d in DISTRIBUTIONS if d != "normal" and d != dist):
+            hard_seed = seed + 2_000_003 + i
+            refill(inputs, w, hard_seed, hard)
+            out = step()
+            timing.sync(device)
+            verdict = correctness.check(w, out, inputs, cache.reference(w, hard_seed, hard), tol, hard=True)
+            del out
+            worst = max(worst or 0.0, verdict.err_ratio if verdict.err_ratio is not None else float("inf"))
+            if not verdict.passed:
+                return f"on {hard} inputs (measure/inputs.py): {verdict.reason}", worst
+    finally:
+        refill(inputs, w, seed, dist)  # the workload's own values again
+    return None, worst
+
+
+def _recheck(w, replay, inputs, cache, device: str, seed: int, dist: str, tol) -> str | None:
     """The timed path once more, exactly as timed, on new input values written into the same
     tensors: output that does not follow its inputs (a cache, a later call gone wrong, a graph that
     replays nothing) is not OK, whatever kernels ran. The inputs are restored afterwards."""
     fresh_seed = seed + 1_000_003
-    refill(inputs, w, fresh_seed)
+    refill(inputs, w, fresh_seed, dist)
     try:
         out = replay()
         timing.sync(device)
-        verdict = correctness.check(w, out, inputs, correctness.Reference64(w, inputs, fresh_seed), tol)
+        verdict = correctness.check(w, out, inputs, cache.reference(w, fresh_seed, dist), tol)
         del out
     finally:
-        refill(inputs, w, seed)  # the workload's own values again: the next backend shares them
+        refill(inputs, w, seed, dist)  # the workload's own values again: the next backend shares them
     if verdict.passed:
         return None
     return f"after timing, on new input values, the timed path's output failed the check: {verdict.reason}"

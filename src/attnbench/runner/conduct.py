@@ -23,6 +23,7 @@ class RunRequest:
     repeats: int = 1
     tag: str = "default"
     seed: int = 0
+    inputs: str = "normal"  # input distribution of the timed calls (measure/inputs.py)
     grid: str = ""
     argv: str = ""
     retry_failed: bool = False  # TIMEOUT, CRASH and ERROR rows of these attempts are run again
@@ -62,7 +63,7 @@ def pending(attempts: list[Attempt], done: set[str]) -> list[Attempt]:
 def plan_only(executor: Executor, req: RunRequest) -> list[Attempt]:
     """Start the executor (device facts and provenance) and plan; nothing is written."""
     executor.start(req.device, [])
-    return executor.plan(req.workloads, req.backends, req.repeats, req.tag, req.seed)
+    return executor.plan(req.workloads, req.backends, req.repeats, req.tag, req.seed, req.inputs)
 
 
 def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observer | None = None) -> RunReport:
@@ -72,13 +73,14 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
     try:
         observer.starting(req.device)
         started = executor.start(req.device, req.backends)
-        attempts = executor.plan(req.workloads, req.backends, req.repeats, req.tag, req.seed)
+        attempts = executor.plan(req.workloads, req.backends, req.repeats, req.tag, req.seed, req.inputs)
         retried = store.delete_failed({a.key for a in attempts}) if req.retry_failed else 0
         todo = pending(attempts, store.done_keys())
         report = RunReport(new_run_id(), attempts, len(attempts) - len(todo), retried)
         store.start_run(report.run_id, req.tag, req.grid, req.argv, started.device.name, started.provenance)
         prov = started.provenance
-        sink = RowSink(store, report.run_id, req.tag, toolkit_columns(prov), prov.get("ceilings") or {},
+        sink = RowSink(store, report.run_id, req.tag, {**toolkit_columns(prov), "inputs": req.inputs},
+                       prov.get("ceilings") or {},
                        (prov.get("device") or {}).get("l2_bytes"), started.device.type,
                        observers=[observer.row, lambda row: report.counts.update([row["status"]])])
         observer.begin(len(attempts), report.resumed, retried)

@@ -63,7 +63,7 @@ class Executor(Protocol):
         """Get ready to run attempts of these backends on `device`; collect the provenance."""
 
     def plan(self, workloads: list[Workload], backends: list[Backend], repeats: int, tag: str,
-             seed: int) -> list[Attempt]:
+             seed: int, inputs: str = "normal") -> list[Attempt]:
         """Every attempt of the sweep, planned against the started device's facts."""
 
     def run(self, attempts: Iterable[Attempt], sink: Sink, claim: Claim = take_all) -> None:
@@ -82,10 +82,10 @@ class BaseExecutor:
     started: Started | None = None
     overhead_s: dict[str, float] = field(default_factory=dict)
 
-    def plan(self, workloads, backends, repeats, tag, seed) -> list[Attempt]:
+    def plan(self, workloads, backends, repeats, tag, seed, inputs="normal") -> list[Attempt]:
         if self.started is None:
             raise RuntimeError("plan() before start()")
-        return planner.plan(workloads, backends, self.started.device, repeats, tag, seed)
+        return planner.plan(workloads, backends, self.started.device, repeats, tag, seed, inputs)
 
     def charge(self, cause: str, seconds: float) -> None:
         self.overhead_s[cause] = self.overhead_s.get(cause, 0.0) + seconds

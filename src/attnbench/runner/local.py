@@ -22,7 +22,8 @@ class LocalConfig:
     plugins: list[str] = field(default_factory=list)
     timeout_s: float = 300.0
     seed: int = 0
-    tol: float = 3.0
+    tol: float | None = None  # None: each dtype's tolerance (measure/correctness.py)
+    inputs: str = "normal"  # input distribution of the first check and the timed calls
     timing: TimingConfig = field(default_factory=TimingConfig)
     log_path: str | None = None  # workers' stdout/stderr
     strict_isolation: bool = False  # a fresh process for every attempt of a compile-based backend
@@ -47,7 +48,7 @@ class LocalExecutor(BaseExecutor):
 
     def _spec(self, a: Attempt) -> dict:
         return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.device,
-                "seed": self.cfg.seed, "tol": self.cfg.tol, "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
+                "seed": self.cfg.seed, "tol": self.cfg.tol, "inputs": self.cfg.inputs, "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
 
     def _slot(self, backend) -> str | None:
         iso = backend.isolation

@@ -22,13 +22,16 @@ class Attempt:
     reason: str | None = None
 
 
-def attempt_key(tag: str, device_name: str, w: Workload, backend: str, repeat: int, seed: int = 0) -> str:
-    """Identity of an attempt: same tag, device model, workload, backend, repeat and input seed."""
-    return hashlib.sha1(f"{tag}|{device_name}|{w.key()}|{backend}|{repeat}|{seed}".encode()).hexdigest()[:24]
+def attempt_key(tag: str, device_name: str, w: Workload, backend: str, repeat: int, seed: int = 0,
+                inputs: str = "normal") -> str:
+    """Identity of an attempt: same tag, device model, workload, backend, repeat, input seed and
+    input distribution (the default, normal, leaves the key as it was before distributions existed)."""
+    salt = "" if inputs == "normal" else f"|{inputs}"
+    return hashlib.sha1(f"{tag}|{device_name}|{w.key()}|{backend}|{repeat}|{seed}{salt}".encode()).hexdigest()[:24]
 
 
 def plan(workloads: list[Workload], backends: list[Backend], dev: DeviceInfo, repeats: int, tag: str,
-         seed: int) -> list[Attempt]:
+         seed: int, inputs: str = "normal") -> list[Attempt]:
     """Repeat-major order; within each workload the backends are shuffled (seeded) so that drift
     during a sweep is shared by all of them rather than charged to whichever runs last."""
     budget = dev.total_memory * MEMORY_FRACTION if dev.total_memory else None
@@ -39,7 +42,7 @@ def plan(workloads: list[Workload], backends: list[Backend], dev: DeviceInfo, re
             order = list(backends)
             random.Random(f"{seed}:{w.key()}:{r}").shuffle(order)
             for b in order:
-                a = Attempt(attempt_key(tag, dev.name, w, b.name, r, seed), w, b, r)
+                a = Attempt(attempt_key(tag, dev.name, w, b.name, r, seed, inputs), w, b, r)
                 why = unavailable[b.name] or b.supports(w, dev)
                 if why:
                     a.planned, a.reason = Status.UNSUPPORTED, why

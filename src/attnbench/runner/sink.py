@@ -37,7 +37,7 @@ def planned_columns(a: Attempt) -> dict:
             "flops": float(flops(w)), "bytes": io_bytes(w)}
 
 
-def make_record(outcome: Outcome, run_id: str, tag: str, toolkit: dict, ceilings: dict | None = None,
+def make_record(outcome: Outcome, run_id: str, tag: str, run_columns: dict, ceilings: dict | None = None,
                 l2_bytes: int | None = None, device_type: str = "cpu"):
     """The attempt's record, judged by the plausibility gates (runner/gates.py) against the run's
     measured ceilings. A measured value that is not a column of origin "attempt" is an error
@@ -46,7 +46,7 @@ def make_record(outcome: Outcome, run_id: str, tag: str, toolkit: dict, ceilings
     if stray:
         raise record.RecordError(f"the attempt reported {', '.join(sorted(stray))}, which no column of origin "
                                  f"'attempt' declares (attnbench/record.py)")
-    values = {**planned_columns(outcome.attempt), "run_id": run_id, "tag": tag, **toolkit,
+    values = {**planned_columns(outcome.attempt), "run_id": run_id, "tag": tag, **run_columns,
               **outcome.placement.to_record(), "wall_s": outcome.wall_s, "created_at": utcnow(), **outcome.measured}
     return record.finish(gates.judge(values, ceilings or {}, l2_bytes, device_type))
 
@@ -58,7 +58,7 @@ class RowSink:
     store: Store
     run_id: str
     tag: str
-    toolkit: dict
+    run_columns: dict  # the run's values every row carries: toolkit (toolkit_columns), input distribution
     ceilings: dict = field(default_factory=dict)  # the run's measured ceilings (provenance)
     l2_bytes: int | None = None  # the device's L2 size, when known
     device_type: str = "cpu"
@@ -66,7 +66,7 @@ class RowSink:
     store_s: float = 0.0  # seconds spent writing
 
     def __call__(self, outcome: Outcome) -> None:
-        row = record.as_row(make_record(outcome, self.run_id, self.tag, self.toolkit, self.ceilings, self.l2_bytes,
+        row = record.as_row(make_record(outcome, self.run_id, self.tag, self.run_columns, self.ceilings, self.l2_bytes,
                                         self.device_type))
         t0 = time.perf_counter()
         written = self.store.insert(row)
