@@ -33,4 +33,25 @@ for i in (0, 1):
           "unsettled", c.execute("select count(*) from attempts where status='OK' and warmup_settled=0").fetchone(),
           "clock_low", c.execute("select count(*) from attempts where status='OK' and clock_low=1").fetchone(),
           "sm min/med", c.execute("select min(sm_clock_min_mhz), avg(sm_clock_mhz) from attempts where status='OK'").fetchone())
+    for r in c.execute("select backend, mode, batch, kv_len, launch, status, substr(reason, 1, 160) from attempts "
+                       "where status not in ('OK', 'UNSUPPORTED', 'OOM_PREDICTED')"):
+        print("  NOT OK", r)
+    import json
+    hard = [v for (v,) in c.execute("select hard_err_ratio from attempts where status='OK' and hard_err_ratio is not null")]
+    und = [v for (v,) in c.execute("select undeclared_share from attempts where status='OK' and undeclared_share is not null")]
+    sysr, ratio = [], []
+    for (d,) in c.execute("select check_detail from attempts where status='OK'"):
+        for t in json.loads(d).values():
+            sysr.append(t.get("sys", 0.0)); ratio.append(t["ratio"])
+    if hard:
+        print(f"  hard_err_ratio max {max(hard):.2f} med {statistics.median(hard):.2f}; err ratio max {max(ratio):.2f}; "
+              f"sys max {max(sysr):.3f}; undeclared_share max {max(und) if und else None} (n={len(und)}, "
+              f"nonzero {sum(1 for u in und if u > 0)})")
+    cost = {}
+    n = 0
+    for (ph,) in c.execute("select phases_s from attempts where status='OK'"):
+        n += 1
+        for k, v in json.loads(ph).items():
+            cost[k] = cost.get(k, 0.0) + v
+    print("  mean s per OK attempt:", {k: round(v / max(n, 1), 4) for k, v in sorted(cost.items())})
 PY

@@ -302,6 +302,27 @@ class _Ev:
     def start_thread_id(self): return self._tid
 
 
+class _OldEv:
+    """The same event as torch 2.11 lists it: no activity_type(), duration_ns() or start order info
+    beyond start/end."""
+
+    def __init__(self, ev, gpu_ranges_flagged=True):
+        self._ev, self._flag_gpu = ev, gpu_ranges_flagged
+
+    def name(self): return self._ev.name()
+
+    def is_user_annotation(self):
+        return self._ev.activity_type() == "user_annotation" or (
+            self._flag_gpu and self._ev.activity_type() == "gpu_user_annotation")
+    def start_ns(self): return self._ev.start_ns()
+    def end_ns(self): return self._ev.start_ns() + self._ev.duration_ns()
+    def start_thread_id(self): return self._ev.start_thread_id()
+
+    def device_type(self):
+        gpu = self._ev.activity_type() in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+        return torch.autograd.DeviceType.CUDA if gpu else torch.autograd.DeviceType.CPU
+
+
 def test_cuda_probe_weighs_kernels_by_device_time_and_ignores_user_ranges(monkeypatch):
     """Device time counts kernels, copies and memsets, one listing each; a user's profiler range on
     the GPU (named like a kernel and spanning them) is not a kernel. Per call: the total over calls."""
@@ -320,6 +341,13 @@ def test_cuda_probe_weighs_kernels_by_device_time_and_ignores_user_ranges(monkey
     assert "flash_fwd_kernel" not in p.kernels and "pytorch-flash" not in p.families
     assert p.shares["cudnn"] == pytest.approx(1700 / 1722, abs=1e-3)
     assert probe(lambda: None, "cuda", calls=2).kernel_us == pytest.approx(861.0)  # the events of two calls
+    # a torch whose events have no activity_type() (2.11): device type and is_user_annotation() tell
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile([_OldEv(e) for e in events]))
+    old = probe(lambda: None, "cuda")
+    assert old.kernel_us == pytest.approx(1722.0) and "flash_fwd_kernel" not in old.kernels
+    # ... and where the range's GPU span is not flagged, its name (a host range's) gives it away
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile([_OldEv(e, False) for e in events]))
+    assert probe(lambda: None, "cuda").kernel_us == pytest.approx(1722.0)
     # CPU: no device time
     assert probe(lambda: None, "cpu").kernel_us is None
 

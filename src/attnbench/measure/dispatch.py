@@ -103,24 +103,42 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     return p
 
 
+def _kind(e) -> str:
+    """The event's kineto activity type; a torch without activity_type() (2.11) tells user ranges
+    by is_user_annotation() and the rest by device type."""
+    import torch
+
+    if hasattr(e, "activity_type"):
+        return e.activity_type()
+    if e.is_user_annotation():
+        return "user_annotation"
+    return "kernel" if e.device_type() == torch.autograd.DeviceType.CUDA else "cpu_op"
+
+
+def _ns(e) -> int:
+    return int(e.duration_ns()) if hasattr(e, "duration_ns") else int(e.end_ns() - e.start_ns())
+
+
 def _device_time(events) -> Counter:
-    """ns of device work per kernel name."""
+    """ns of device work per kernel name. A device event named like a user range of the same trace
+    is that range's GPU span, not a kernel (whatever the torch version calls it)."""
+    ranges = {e.name() for e in events if e.is_user_annotation()}
     weight: Counter = Counter()
     for e in events:
-        if e.activity_type() in _DEVICE_WORK and not e.is_user_annotation():
-            weight[e.name()] += max(int(e.duration_ns()), 1)
+        if _kind(e) in _DEVICE_WORK and not e.is_user_annotation() and e.name() not in ranges:
+            weight[e.name()] += max(_ns(e), 1)
     return weight
 
 
 def _cpu_self_time(events) -> Counter:
     """ns of self time per operator name: an operator's time less that of the operators it called
     (per thread, by nesting of their intervals)."""
-    ops = sorted((e for e in events if e.activity_type() == "cpu_op" and not e.is_user_annotation()),
-                 key=lambda e: (e.start_thread_id(), e.start_ns(), -e.duration_ns()))
+    ops = sorted((e for e in events if _kind(e) == "cpu_op" and not e.is_user_annotation()),
+                 key=lambda e: (e.start_thread_id(), e.start_ns(), -_ns(e)))
     weight: Counter = Counter()
     stack: list[list] = []  # open operators: [end_ns, name, children's ns, thread, own ns]
     for e in ops:
-        start, dur, tid = e.start_ns(), e.duration_ns(), e.start_thread_id()
+        start, dur, tid = e.start_ns(), _ns(e), e.start_thread_id()
         while stack and (stack[-1][3] != tid or stack[-1][0] <= start):
             top = stack.pop()
             weight[top[1]] += max(top[4] - top[2], 1)
