@@ -262,3 +262,26 @@ def test_inputs_are_reproducible_and_never_zero():
     assert bn.q.shape == (2, 48, 4, 32) and bn.k.shape == (2, 80, 2, 32)
     assert make_inputs(W(mode="train_fwd_bwd"), "cpu", 0).do is not None and a.do is None
     assert make_inputs(W(mode="train_fwd"), "cpu", 0).q.requires_grad and not a.q.requires_grad
+
+
+@pytest.mark.parametrize("dist", ["normal", "outliers", "large-logits"])
+def test_input_distributions_are_what_they_say_and_restorable(dist, monkeypatch):
+    from attnbench.measure import inputs as inputs_mod
+    from attnbench.measure.inputs import fingerprint, refill
+
+    monkeypatch.setattr(inputs_mod, "REFILL_CHUNK", 1000)  # chunks inside every tensor
+    w = W(batch=4, q_len=512, kv_len=512, q_heads=4, kv_heads=4, head_dim=64, dtype="fp32")
+    x = make_inputs(w, "cpu", 5, dist)
+    q, v = x.q.detach(), x.v.detach()
+    big = (q.abs() > 6).float().mean().item()
+    if dist == "outliers":  # 0.1% of N(0, 100) outliers, about 55% of them beyond 6
+        assert 2e-4 < big < 1e-3 and q.abs().max() > 20
+    elif dist == "large-logits":
+        assert q.std().item() == pytest.approx(30 ** 0.5, rel=0.05) and v.std().item() == pytest.approx(1, rel=0.05)
+    else:
+        assert big < 1e-5 and q.std().item() == pytest.approx(1, rel=0.05)
+    before = fingerprint(x)
+    refill(x, w, 6, dist)
+    assert fingerprint(x) != before
+    refill(x, w, 5, dist)
+    assert fingerprint(x) == before

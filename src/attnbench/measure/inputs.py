@@ -19,6 +19,7 @@ DISTRIBUTIONS = ("normal", "outliers", "large-logits")
 OUTLIER_P = 0.001  # share of elements that get an outlier
 OUTLIER_STD = 10.0  # N(0, 100)
 LARGE_LOGIT_STD = 30.0 ** 0.5  # Q·K·D^-1/2 then has standard deviation ~30
+REFILL_CHUNK = 1 << 25  # elements drawn at once (128 MiB of float32)
 
 
 def torch_dtype(name: str):
@@ -72,13 +73,17 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
             t = getattr(inputs, name)
             if t is None:
                 continue
-            x = torch.randn(t.shape, generator=gen, device=t.device, dtype=torch.float32)
-            if dist == "outliers":
-                hit = torch.rand(t.shape, generator=gen, device=t.device) < OUTLIER_P
-                x += hit * torch.randn(t.shape, generator=gen, device=t.device) * OUTLIER_STD
-            elif dist == "large-logits" and name in ("q", "k"):
-                x *= LARGE_LOGIT_STD
-            t.copy_(x)  # drawn in float32, rounded once to the workload's dtype
+            # drawn in float32 and rounded once to the workload's dtype, a chunk at a time: the
+            # temporaries of a GiB-sized KV cache stay bounded (a whole-tensor draw of the outlier
+            # distribution needs ~10x the tensor)
+            for chunk in t.detach().view(-1).split(REFILL_CHUNK):
+                x = torch.randn(chunk.numel(), generator=gen, device=t.device, dtype=torch.float32)
+                if dist == "outliers":
+                    hit = torch.rand(chunk.numel(), generator=gen, device=t.device) < OUTLIER_P
+                    x.add_(torch.randn(chunk.numel(), generator=gen, device=t.device).mul_(OUTLIER_STD).mul_(hit))
+                elif dist == "large-logits" and name in ("q", "k"):
+                    x.mul_(LARGE_LOGIT_STD)
+                chunk.copy_(x)
         inputs.out.fill_(float("nan"))
 
 
