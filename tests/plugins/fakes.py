@@ -308,6 +308,25 @@ class Saturates(_Base):
         return fn
 
 
+class EmptyHalf(_Base):
+    """Allocates its own output with torch.empty and writes only the first half of the query rows:
+    whatever the allocator hands back stays in the rest."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        def fn():
+            full = to_bhnd(self.math(w, inputs), w.layout)
+            o = torch.empty_like(full)
+            half = max(w.q_len // 2, 1) if w.q_len > 1 else 0  # decode: the one row stays unwritten
+            o[:, :, :half] = full[:, :, :half]
+            if w.q_len == 1:
+                o[1:] = full[1:]  # decode: every batch index but the first
+            return from_bhnd(o, w.layout)
+
+        return fn
+
+
 GEMM = {"cpu": frozenset({"unfused-gemm"}), "cuda": frozenset({"unfused-gemm"})}
 FLASH = {"cpu": frozenset({"pytorch-flash-cpu"}), "cuda": frozenset({"pytorch-flash"})}
 
@@ -339,5 +358,6 @@ BACKENDS = [
     NamedLikeAKernel(name="fake-named-like-a-kernel", family="plugin", kernel_families=FLASH,
                      modes=("prefill", "decode")),
     NoMaxSoftmax(name="fake-no-max-softmax", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    EmptyHalf(name="fake-empty-half", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     Saturates(name="fake-saturates", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
 ]

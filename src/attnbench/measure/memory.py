@@ -24,8 +24,8 @@ def peak_bytes(step: Callable[[], Any], device: str) -> int | None:
 def poison_allocator(nbytes: int, device: str) -> None:
     """Fill then free a NaN block so that the allocator hands NaN-filled memory to the next output
     allocation of that size: elements a kernel never writes then fail the NaN check. CUDA: the
-    caching allocator reuses the block. CPU: the C allocator reuses a freed block of the size (or
-    hands out fresh zero pages for a large one): either way not the previous backend's output."""
+    caching allocator reuses the block. CPU: best effort, the C allocator may hand back another
+    freed block (the recheck on new input values after timing catches what this misses)."""
     if nbytes <= 0:
         return
     import torch
