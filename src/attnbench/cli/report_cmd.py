@@ -1,0 +1,59 @@
+"""`attnbench report`: the offline HTML site and publication figures of any set of stores (report/html)."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from .parser import UsageError
+
+REPORT_HELP = """\
+STORE is an attnbench SQLite store or an export of one (.jsonl, .csv,
+.parquet, optionally .gz, as `attnbench export` writes them). An export is
+read through the checks of `attnbench import` into a temporary store, with
+the runs export beside it (NAME.runs.jsonl) when there is one: provenance
+and measured ceilings come from it. LABEL=STORE names a store; the default
+label is the file's name before its first dot.
+
+The site (DIR/index.html) opens from disk with no network: overview, prefill
+and training, decode, portability (two or more stores), correctness,
+dispatch and outcome tables, methodology. Each figure is an SVG in the page
+with a PDF, its data (CSV) and its caption (JSON) beside it in DIR/figures.
+DIR must be new, empty, or a site this command wrote before; it is replaced
+whole, once the new site is complete."""
+
+
+def cmd_report(args, argv) -> int:
+    import logging
+
+    from . import commands
+
+    logging.getLogger("fontTools").setLevel(max(logging.WARNING, logging.getLogger().level))  # PDF font subsetting
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("attnbench report draws with matplotlib: pip install 'attnbench[report]'") from None
+    from ..report.html import site
+    from ..report.html.data import SiteData, default_baseline
+    from ..report.html.inputs import read
+
+    out = Path(args.out)
+    try:
+        site.check_out(out)  # before any store is read
+    except site.OutError as e:
+        raise UsageError(str(e)) from None
+    with tempfile.TemporaryDirectory(prefix="attnbench-report-") as work:
+        df, runs, paths = read(args.stores, Path(work))
+        if df.empty:
+            raise UsageError("the stores hold no attempts")
+        backends = sorted(set(df.loc[df["status"] == "OK", "backend"].astype(str)))
+        if args.baseline is not None and args.baseline not in backends:
+            raise UsageError(f"--baseline {args.baseline}: no OK attempt of that backend in the stores "
+                             f"(backends with OK rows: {', '.join(backends) or 'none'})")
+        baseline = args.baseline or default_baseline(df)
+        if baseline is None:
+            raise UsageError("no attempt in the stores ended OK: there is nothing to draw")
+        title = args.title or "attnbench report: " + ", ".join(runs)
+        counts = site.write(SiteData(df, runs, paths, baseline), out, title)
+    commands.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
+                       f"(open {out / 'index.html'}); speedups are over {baseline}")
+    return 0

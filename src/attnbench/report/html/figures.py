@@ -1,0 +1,219 @@
+"""The performance figures, one function per figure (DataFrame -> matplotlib Figure): time, throughput and
+memory against length, speedup heatmaps over batch × length, and the fastest backend per cell."""
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+# every figure is drawn under this style; SVG text as paths, so a figure looks alike without its fonts
+STYLE = {"font.size": 9, "axes.titlesize": 9.5, "axes.labelsize": 9, "legend.fontsize": 8.5,
+         "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3,
+         "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "path", "svg.hashsalt": "attnbench",
+         "pdf.fonttype": 42, "figure.dpi": 100}
+NOT_MEASURED = "NOT MEASURED"
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+           "#7f7f7f", "#393b79", "#ad494a")
+
+
+def backend_colors(names) -> dict[str, str]:
+    """One colour per backend, the same in every figure of a site (sorted names, a fixed palette)."""
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted(set(names)))}
+
+
+def us_text(v) -> str:
+    """A time in microseconds as short text: 6.80 µs, 269 µs, 1.23 ms."""
+    if v is None or not math.isfinite(v):
+        return ""
+    return f"{v / 1000:.3g} ms" if v >= 1000 else f"{v:.3g} µs"
+
+
+def length_text(n) -> str:
+    n = int(n)
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def _length_axis(ax, lengths) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(lengths))))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: length_text(v)))
+
+
+def plain_log_axis(ax) -> None:
+    """A log y axis labelled as plain numbers (no 6×10² minor labels): 10, 20, 50, 100, ... over up to
+    2.5 decades, 10, 100, 1,000, ... over more."""
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    wide = lo > 0 and math.log10(hi / lo) > 2.5
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def title(fig: Figure, text: str) -> None:
+    """The figure's own title (so a PDF alone says what it shows), wrapped to the figure's width."""
+    chars = int(fig.get_size_inches()[0] * 12.5)
+    fig.suptitle(textwrap.fill(text, chars), fontsize=10)
+
+
+def _label(backend: str, role) -> str:
+    return f"{backend} (accuracy ref.)" if role == "accuracy_reference" else backend
+
+
+PANELS = {  # column of the frame, axis label, log scale
+    "time": ("median_us", "median time per call (µs)", True),
+    "throughput": ("value", "", False),
+    "memory": ("peak_mem_mib", "peak memory above inputs (MiB)", True),
+}
+
+
+def perf_lines(frame: pd.DataFrame, panels: list[str], metric: str, ceiling: float | None, ceiling_name: str,
+               x_label: str, heading: str, colors: dict[str, str]) -> Figure:
+    """Rows: one per batch; columns: `panels` (time, throughput, memory) against length, one line per backend.
+    `frame`: backend, role, batch, kv_len, median_us, value (in `metric`), peak_mem_mib, host_bound, clock_low.
+    The throughput panel carries the measured ceiling as a dashed line and a % of it on its right axis."""
+    batches = sorted(frame["batch"].unique())
+    width = 3.7 if len(panels) > 2 else 4.6
+    fig = Figure(figsize=(width * len(panels) + 0.6, 2.55 * len(batches) + 1.1), layout="constrained")
+    axes = fig.subplots(len(batches), len(panels), squeeze=False, sharex=True)
+    lengths = frame["kv_len"].unique()
+    for i, b in enumerate(batches):
+        rows = frame[frame["batch"] == b]
+        for j, name in enumerate(panels):
+            ax = axes[i][j]
+            col, ylabel, log = PANELS[name]
+            for backend, g in rows.groupby("backend", sort=True):
+                g = g.sort_values("kv_len")
+                if g[col].isna().all():
+                    continue
+                ref = g["role"].iloc[0] == "accuracy_reference"
+                ax.plot(g["kv_len"], g[col], color=colors[backend], ls="--" if ref else "-", marker="o", ms=3.5,
+                        lw=1.3)
+                hb, cl = g[g["host_bound"].astype(bool)], g[g["clock_low"].astype(bool)]
+                ax.plot(hb["kv_len"], hb[col], ls="none", marker="o", ms=7, mfc="white", mec=colors[backend], mew=1.4)
+                ax.plot(cl["kv_len"], cl[col], ls="none", marker="x", ms=6, color="black", mew=1.2)
+            if log:
+                plain_log_axis(ax)
+            if name == "throughput":
+                ylabel = "effective bandwidth (GB/s)" if metric == "GB/s" else metric
+                if ceiling:
+                    ax.axhline(ceiling, color="black", ls=":", lw=1.2)
+                    ax.secondary_yaxis("right", functions=(lambda v, c=ceiling: 100 * v / c,
+                                                           lambda p, c=ceiling: p * c / 100)).set_ylabel("% of ceiling")
+                ax.set_ylim(bottom=0)
+            _length_axis(ax, lengths)
+            ax.set_title(f"B = {b}: {ylabel.split(' (')[0]}", loc="left")
+            ax.set_ylabel(ylabel)
+            if i == len(batches) - 1:
+                ax.set_xlabel(x_label)
+    handles = [Line2D([], [], color=colors[bk], marker="o", ms=4, ls="--" if role == "accuracy_reference" else "-",
+                      label=_label(bk, role))
+               for bk, role in frame.groupby("backend", sort=True)["role"].first().items()]
+    handles += [Line2D([], [], ls="none", marker="o", ms=7, mfc="white", mec="0.3", label="host-bound (eager)"),
+                Line2D([], [], ls="none", marker="x", ms=6, color="black", label="clock below max")]
+    if ceiling:
+        handles.append(Line2D([], [], color="black", ls=":", label=f"{ceiling_name} {ceiling:,.0f} {metric}"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(2 * len(panels), len(handles)), frameon=False)
+    title(fig, heading)
+    return fig
+
+
+def _cell_grid(ax, rows: list, cols: list, row_label: str, col_label: str) -> None:
+    ax.set_xticks(range(len(cols)), [length_text(c) for c in cols])
+    ax.set_yticks(range(len(rows)), [str(r) for r in rows])
+    ax.set_xlim(-0.5, len(cols) - 0.5)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlabel(col_label)
+    ax.set_ylabel(row_label)
+    ax.grid(False)
+    for s in ax.spines.values():
+        s.set_visible(False)
+
+
+def _blank_cells(ax, cells: pd.DataFrame, rows: list, cols: list) -> None:
+    """Cells without a value: blank with a thin outline (no OK row), or grey (not in the grid)."""
+    for r in cells.itertuples(index=False):
+        x, y = cols.index(r.kv_len), rows.index(r.batch)
+        measured = r.status != NOT_MEASURED
+        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="white" if measured else "0.88",
+                               edgecolor="0.35" if measured else "0.6", lw=0.9, ls="--" if measured else "-"))
+
+
+def blank_handles() -> list[Patch]:
+    """The legend entries of _blank_cells."""
+    return [Patch(facecolor="white", edgecolor="0.35", ls="--", label="blank: no OK row (unsupported, OOM predicted or failed; "
+                                                           "see the tables)"),
+            Patch(facecolor="0.88", edgecolor="0.6", label="grey: not in the grid this store ran")]
+
+
+def speedup_heatmaps(frame: pd.DataFrame, baseline: str, heading: str, x_label: str) -> Figure:
+    """One panel per backend: the baseline's time over the backend's (above 1: faster than the baseline) per
+    batch × length. `frame`: backend, batch, kv_len, speedup, status ('' where OK)."""
+    backends = sorted(b for b in frame["backend"].unique() if b != baseline)
+    rows, cols = sorted(frame["batch"].unique()), sorted(frame["kv_len"].unique())
+    ncols = min(3, len(backends))
+    nrows = math.ceil(len(backends) / ncols)
+    fig = Figure(figsize=(max(3.6 * ncols, 5.5), (0.42 * len(rows) + 1.25) * nrows + 1.3), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    norm = TwoSlopeNorm(vmin=-2, vcenter=0, vmax=2)
+    image = None
+    for k, ax in enumerate(axes.flat):
+        if k >= len(backends):
+            ax.set_visible(False)
+            continue
+        g = frame[frame["backend"] == backends[k]]
+        grid = np.full((len(rows), len(cols)), np.nan)
+        for r in g.itertuples(index=False):
+            if r.speedup == r.speedup and r.speedup is not None:
+                grid[rows.index(r.batch), cols.index(r.kv_len)] = np.log2(r.speedup)
+        image = ax.imshow(np.clip(grid, -2, 2), cmap="RdBu", norm=norm, aspect="auto")
+        _blank_cells(ax, g[g["status"] != ""], rows, cols)
+        for y in range(len(rows)):
+            for x in range(len(cols)):
+                v = grid[y, x]
+                if v == v:
+                    ax.text(x, y, f"{2 ** v:.2f}×", ha="center", va="center", fontsize=7.5,
+                            color="white" if abs(v) > 1.1 else "black")
+        _cell_grid(ax, rows, cols, "batch B", x_label)
+        ax.set_title(backends[k], loc="left")
+    if image is not None:
+        ticks = [-2, -1, 0, 1, 2]
+        bar = fig.colorbar(image, ax=axes, ticks=ticks, shrink=0.8, aspect=30)
+        bar.ax.set_yticklabels(["≤0.25×", "0.5×", "1×", "2×", "≥4×"])
+        bar.set_label(f"speedup over {baseline}")
+    fig.legend(handles=blank_handles(), loc="outside lower center", ncols=2, frameon=False)
+    title(fig, heading)
+    return fig
+
+
+def fastest_map(frame: pd.DataFrame, heading: str, colors: dict[str, str], x_label: str) -> Figure:
+    """The fastest contestant per batch × length, its time in the cell; hatched where its lead over the
+    runner-up is not separated, dotted where it is separated on noisy numbers. `frame`: batch, kv_len,
+    best, median_us, separated, noisy, status ('' where a contestant ran OK)."""
+    rows, cols = sorted(frame["batch"].unique()), sorted(frame["kv_len"].unique())
+    fig = Figure(figsize=(max(1.25 * len(cols) + 2.2, 6.5), 0.62 * len(rows) + 2.1), layout="constrained")
+    ax = fig.subplots()
+    won = frame[frame["status"] == ""]
+    for r in won.itertuples(index=False):
+        x, y = cols.index(r.kv_len), rows.index(r.batch)
+        hatch = None if r.separated and not r.noisy else ("////" if not r.separated else "..")
+        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=colors[r.best], alpha=0.9 if hatch is None else 0.45,
+                               edgecolor="white", lw=1.5, hatch=hatch))
+        ax.text(x, y, f"{r.best}\n{us_text(r.median_us)}", ha="center", va="center", fontsize=8)
+    _blank_cells(ax, frame[frame["status"] != ""], rows, cols)
+    _cell_grid(ax, rows, cols, "batch B", x_label)
+    handles = [Patch(facecolor=colors[b], label=b) for b in sorted(won["best"].unique())]
+    handles += [Patch(facecolor="0.8", hatch="////", edgecolor="white", label="lead not separated"),
+                Patch(facecolor="0.8", hatch="..", edgecolor="white", label="separated, numbers noisy"),
+                *blank_handles()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+    title(fig, heading)
+    return fig

@@ -1,0 +1,138 @@
+"""The overview page: the stores, each device and build with its provenance and measured ceilings, attempts
+per status, headline numbers and the methodology in brief."""
+from __future__ import annotations
+
+from ...analysis.outcomes import status_counts
+from ...analysis.overview import run_overview
+from ...status import ORDER
+from .markup import Col, cards, e, note, num, pct, table
+from .performance import Context
+from .summary_figures import status_bars
+
+MODE_NAMES = {"all": "all modes", "train_fwd_bwd": "fwd+bwd", "train_fwd": "fwd"}
+
+
+def _sources(ctx: Context) -> str:
+    cols = [Col("label", "store"), Col("path", "file"), Col("attempts", "attempts", numeric=True),
+            Col("devices", "devices"), Col("torch_versions", "torch"), Col("tags", "tags")]
+    rows = [{**s, **{k: ", ".join(s[k]) for k in ("devices", "torch_versions", "tags")}}
+            for s in ctx.data.result["sources"]]
+    return table(ctx.table_id(), cols, rows, "The stores this site is built from, one label each")
+
+
+def _headlines(ctx: Context, overviews: dict) -> str:
+    status: dict[str, int] = {}
+    for o in overviews.values():
+        for k, v in o["status"].items():
+            status[k] = status.get(k, 0) + v
+    total = sum(status.values())
+    items = [(f"{status.get('OK', 0):,}", "OK attempts", f"correct, ran a declared kernel, timed; of {total:,} "
+                                                         f"attempts in {len(overviews)} store(s)")]
+    sep = ctx.data.result["winners"]["separated"]
+    side = "(all)" if any(s["side"] == "(all)" for s in sep) else (sep[0]["side"] if sep else None)
+    where = "over all stores" if side == "(all)" else f"store {side}"
+    for s in [s for s in sep if s["side"] == side and s["mode"] != "all"]:
+        mode = MODE_NAMES.get(s["mode"], s["mode"])
+        items.append((f"{s['separated']}/{s['contested']}", f"separated {mode} winners",
+                      f"lead ≥ 1.10× and bootstrap lower bound > 1 ({pct(s['fraction'])}), {where}"))
+    for p in [p for p in ctx.data.result["pairs"]["rows"] if p["mode"] == "all"][:3]:
+        floor = "noise floor: one GPU model and toolkit" if p["noise_floor"] else "across stores"
+        items.append((f"{p['changed']}/{p['shared']}", f"winner changes, {p['a']} vs {p['b']}",
+                      f"{p['changed_separated']} of {p['separated']} separated on both; {floor}"))
+    for label, o in overviews.items():
+        if o.get("wall_over_timed"):
+            items.append((f"×{o['wall_over_timed']:.1f}", f"sweep wall time over timed samples ({label})",
+                          f"{o['sweep_wall_s']:.0f} s of run for {o['timed_s']:.1f} s of samples"))
+    return cards(items)
+
+
+def _builds(ctx: Context) -> str:
+    rows, ceil_rows = [], []
+    for label, runs in ctx.data.runs.items():
+        for r in runs:
+            p = r.get("provenance") or {}
+            dev, libs = p.get("device") or {}, p.get("libraries") or {}
+            if p.get("imported"):
+                rows.append({"label": label, "run_id": r["run_id"], "device": r.get("device_name"),
+                             "grid": "provenance unknown: no runs export was read beside this store"})
+                continue
+            cap = dev.get("capability")
+            rows.append({"label": label, "run_id": r["run_id"], "device": dev.get("name") or r.get("device_name"),
+                         "cc": ".".join(map(str, cap)) if cap else None, "sms": dev.get("sm_count"),
+                         "mem": dev.get("total_memory", 0) / 2 ** 30 if dev.get("total_memory") else None,
+                         "l2": dev.get("l2_bytes", 0) / 2 ** 20 if dev.get("l2_bytes") else None,
+                         "driver": dev.get("driver"), "torch": p.get("torch"), "cuda": p.get("cuda_runtime"),
+                         "cudnn": p.get("cudnn"), "triton": libs.get("triton"), "grid": r.get("grid"),
+                         "source": (p.get("source_sha256") or "")[:12] or None,
+                         "git": (p.get("git_sha") or "")[:12] + ("+dirty" if p.get("git_dirty") else ""),
+                         "started": r.get("started_at"), "finished": r.get("finished_at") or "interrupted"})
+            c = p.get("ceilings") or {}
+            if c:
+                ceil_rows.append({"label": label, "run_id": r["run_id"], "device": dev.get("name"), **c})
+    cols = [Col("label", "store"), Col("run_id", "run"), Col("device", "device"), Col("cc", "CC"),
+            Col("sms", "SMs", numeric=True), Col("mem", "memory GiB", lambda v: f"{v:.0f}", numeric=True),
+            Col("l2", "L2 MiB", lambda v: f"{v:.0f}", numeric=True), Col("driver", "driver"), Col("torch", "torch"),
+            Col("cuda", "CUDA"), Col("cudnn", "cuDNN"), Col("triton", "Triton"), Col("grid", "grid"),
+            Col("source", "source sha256", title="digest of the package's Python files that ran"),
+            Col("git", "git sha"), Col("started", "started (UTC)"), Col("finished", "finished (UTC)")]
+    out = table(ctx.table_id(), cols, rows, "Devices and builds: every run of every store, with its provenance")
+    f = lambda v: f"{v:,.0f}"  # noqa: E731
+    ccols = [Col("label", "store"), Col("run_id", "run"), Col("device", "device"),
+             Col("copy_gbps", "copy GB/s", f, numeric=True, title="device-to-device copy, bytes read + written"),
+             Col("read_gbps", "read GB/s", f, numeric=True, title="float32 reduction, read only (recorded only)"),
+             *[Col(f"matmul_tflops_{d}", f"{d} matmul TFLOP/s", f, numeric=True) for d in ("bf16", "fp16", "fp32")]]
+    return out + table(ctx.table_id(), ccols, ceil_rows,
+                       "Measured ceilings of each run: what % of ceiling divides by (matmul rate of the row's dtype; "
+                       "copy bandwidth for decode)")
+
+
+def _statuses(ctx: Context, overviews: dict) -> str:
+    out = []
+    for label in ctx.data.labels:
+        d = ctx.data.df[ctx.data.df["label"] == label]
+        counts = status_counts(d)
+        if counts.empty:
+            out.append(note(f"Store {label} holds no attempts."))
+            continue
+        frame = counts.reset_index().melt(id_vars="backend", var_name="status", value_name="attempts")
+        frame = frame[frame["attempts"] > 0].reset_index(drop=True)
+        title = f"Attempts per backend and status, store {label}"
+        statuses = [s for s in ORDER if s in counts.columns]
+        caption = ("Every attempt is one row with one status: " + ", ".join(
+            f"{s} {overviews[label]['status'].get(s, 0):,}" for s in statuses) + ". Nothing is left out: an "
+            "unsupported or failed attempt is counted here and listed with its reason on the tables page.")
+        out.append(ctx.figs.add(status_bars(frame, title), frame, f"{label}-status", title,
+                                f"store {label}, every attempt of every device, workload and repeat", caption))
+    return "".join(out)
+
+
+def methodology_brief(ctx: Context) -> str:
+    d = ctx.data.result["definitions"]
+    return (
+        "<section>\n<h2>Methodology in brief</h2>\n"
+        "<p>Each attempt (workload × backend × process repeat) ran in an isolated worker, was checked against a "
+        "float64 reference before it was timed, had the kernels it launched identified by the profiler, and ended "
+        "as exactly one row with a status. Only OK rows carry times.</p>\n<ul>\n"
+        f"<li><b>Time</b>: {e(d['time'])}; <b>spread</b>: {e(d['spread'])}.</li>\n"
+        f"<li><b>Separated</b> lead: {e(d['separated'])}; {e(d['bootstrap'])}.</li>\n"
+        f"<li><b>Transfer cost</b>: {e(d['cost'])}.</li>\n"
+        "<li><b>Throughput</b>: FLOP and byte models of the workload over the median time; % of ceiling divides "
+        "by the run's measured matmul rate of the dtype, or for decode by its copy bandwidth.</li>\n</ul>\n"
+        '<p>The long form: <a href="methodology.html">Methodology</a> (the rules and the project\'s docs, '
+        "copied into this site).</p>\n</section>\n")
+
+
+def page_body(ctx: Context) -> str:
+    overviews = {label: run_overview(ctx.data.df[ctx.data.df["label"] == label].reset_index(drop=True), runs)
+                 for label, runs in ctx.data.runs.items()}
+    cv = []
+    for label, o in overviews.items():
+        for launch, c in sorted(o["cv_by_launch"].items()):
+            cv.append(f"{label} {launch}: median {num(c.get('median'), '.1%')}, p90 {num(c.get('p90'), '.1%')} over "
+                      f"{c['pairs']} workload × backend")
+    return (_headlines(ctx, overviews) + "<section>\n<h2>Stores</h2>\n" + _sources(ctx) + "</section>\n"
+            + "<section>\n<h2>Devices, builds and measured ceilings</h2>\n" + _builds(ctx) + "</section>\n"
+            + "<section>\n<h2>Attempts per status</h2>\n" + _statuses(ctx, overviews)
+            + (note("Agreement of process repeats (coefficient of variation of per-repeat medians): " + "; ".join(cv))
+               if cv else "") + "</section>\n" + methodology_brief(ctx))
+
