@@ -14,7 +14,7 @@ through the same door (`--plugin FILE.py` or the `attnbench.backends` entry-poin
 the same gates."""
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -181,6 +181,28 @@ class Backend:
         """The attempt's step (see Prepared), built on `inputs`. A conversion a production caller
         would pay on every call (another layout, packing) belongs inside the step, where it is timed."""
         raise NotImplementedError
+
+    # ---- calls on a model's own tensors (attnbench model) --------------------------------------
+    def attend(self, q, k, v, *, causal: bool = True, causal_align: str = "bottom_right",
+               scale: float | None = None, window: int | None = None):
+        """O (B, Hq, Nq, Dv) for q (B, Hq, Nq, D), k (B, Hkv, Nkv, D), v (B, Hkv, Nkv, Dv): BHND views
+        of whatever memory the caller holds, new tensors on every call, differentiable by autograd
+        when they require grad. `window` (with causal): query i also sees only keys j with
+        j > i + Nkv - Nq - window (bottom-right) or j > i - window (top-left), a sliding window.
+        scale None means D ** -0.5. Call it inside `attend_session()`. Raise `Rejected` when the
+        library refuses; a conversion the library needs is paid here, inside the caller's step.
+        Not offered by default: a backend without it is UNSUPPORTED in model runs, with this reason."""
+        raise Rejected(f"{self.name} does not offer attend(): it runs only on prepared inputs, "
+                       "not on a model's own tensors")
+
+    def offers_attend(self) -> bool:
+        """Whether this backend implements attend()."""
+        return type(self).attend is not Backend.attend
+
+    def attend_session(self) -> AbstractContextManager:
+        """Held once around a model run's attend() calls, as Prepared.context is around an attempt
+        (a kernel pin; a fresh compiler state for compile-based backends)."""
+        return nullcontext()
 
     def describe(self) -> dict:
         return {

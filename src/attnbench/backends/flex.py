@@ -1,6 +1,8 @@
 """FlexAttention compiled with torch.compile, causal rules as block masks."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from ..workloads import Workload
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs
 from .layout import causal_offset, from_bhnd, to_bhnd
@@ -45,6 +47,37 @@ class Flex(Backend):
                              w.layout)
 
         return fn
+
+    @contextmanager
+    def attend_session(self):
+        import torch
+
+        torch._dynamo.reset()  # as prepare(): a cold start holds this run's compilation
+        self.__dict__["_attend_state"] = {}
+        try:
+            yield
+        finally:
+            self.__dict__.pop("_attend_state", None)
+
+    def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
+        import torch
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        state = self.__dict__.setdefault("_attend_state", {})
+        if "fn" not in state:
+            state["fn"] = torch.compile(flex_attention, dynamic=False)
+        nq, nkv = q.shape[2], k.shape[2]
+        key = (nq, nkv, causal, causal_align, window, str(q.device))
+        if key not in state:  # the block mask is built once per shape, as a model with fixed shapes does
+            off = causal_offset(nq, nkv, causal_align)
+
+            def mask(b, h, qi, kj):
+                keep = kj <= qi + off
+                return keep & (kj > qi + off - window) if window else keep
+
+            full = not causal or (off >= nkv - 1 and not window)  # every query sees every key
+            state[key] = None if full else create_block_mask(mask, None, None, nq, nkv, device=q.device)
+        return state["fn"](q, k, v, block_mask=state[key], scale=scale, enable_gqa=q.shape[1] != k.shape[1])
 
 
 def make() -> list[Backend]:

@@ -16,13 +16,16 @@ def causal_offset(q_len: int, kv_len: int, align: str) -> int:
     return kv_len - q_len if align == "bottom_right" else 0
 
 
-def keep_mask(q_len: int, kv_len: int, align: str, device):
-    """(Nq, Nkv) boolean mask, True where a (query, key) pair is attended."""
+def keep_mask(q_len: int, kv_len: int, align: str, device, window: int | None = None):
+    """(Nq, Nkv) boolean mask, True where a (query, key) pair is attended; with `window`, query i
+    also sees only the `window` newest keys up to its own position (a sliding window)."""
     import torch
 
     i = torch.arange(q_len, device=device)[:, None]
     j = torch.arange(kv_len, device=device)[None, :]
-    return j <= i + causal_offset(q_len, kv_len, align)
+    off = causal_offset(q_len, kv_len, align)
+    keep = j <= i + off
+    return keep & (j > i + off - window) if window else keep
 
 
 def sdpa_mask_args(q_len: int, kv_len: int, causal: bool, align: str) -> dict:

@@ -7,8 +7,9 @@ from .base import ACCURACY_REFERENCE, Backend, Inputs
 from .layout import from_bhnd, keep_mask, to_bhnd
 
 
-def attention_math(q, k, v, causal: bool, align: str, scale: float):
-    """Plain softmax(QK^T·scale)V on (B, H, N, D) tensors in their own dtype; GQA by expansion."""
+def attention_math(q, k, v, causal: bool, align: str, scale: float, window: int | None = None):
+    """Plain softmax(QK^T·scale)V on (B, H, N, D) tensors in their own dtype; GQA by expansion;
+    `window`: a causal sliding window (layout.keep_mask)."""
     import torch
 
     group = q.shape[1] // k.shape[1]
@@ -17,7 +18,7 @@ def attention_math(q, k, v, causal: bool, align: str, scale: float):
         v = v.repeat_interleave(group, dim=1)
     s = torch.matmul(q, k.transpose(-1, -2)) * scale  # (B, H, Nq, Nkv)
     if causal:
-        s = s.masked_fill(~keep_mask(q.shape[2], k.shape[2], align, q.device), float("-inf"))
+        s = s.masked_fill(~keep_mask(q.shape[2], k.shape[2], align, q.device, window), float("-inf"))
     p = torch.softmax(s, dim=-1)
     return torch.matmul(p, v)  # (B, H, Nq, Dv)
 
@@ -30,6 +31,10 @@ class Reference(Backend):
             return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
 
         return fn
+
+    def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
+        scale = q.shape[-1] ** -0.5 if scale is None else scale
+        return attention_math(q, k, v, causal, causal_align, scale, window)
 
     def memory_estimate(self, w: Workload) -> int:
         # scores, probabilities (and their grads) are materialised: (B, Hq, Nq, Nkv) each

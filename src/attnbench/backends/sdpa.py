@@ -7,7 +7,7 @@ from ..workloads import Workload
 from ..workloads.cost import input_bytes, score_matrix_bytes
 from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Prepared, Rejected
 from .kernels import KernelFamily
-from .layout import from_bhnd, sdpa_mask_args, to_bhnd
+from .layout import from_bhnd, keep_mask, sdpa_mask_args, to_bhnd
 
 _REFUSALS = ("No viable backend", "No available kernel")
 
@@ -57,6 +57,37 @@ class Sdpa(Backend):
                     raise Rejected(f"SDPA refused {self.kernel}: {why or str(e).splitlines()[0]}") from None
 
         return Prepared(step=fn, first_call=first_call, context=sdpa_kernel(pinned))
+
+    def attend_session(self):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([getattr(SDPBackend, self.kernel)])
+
+    def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
+        import torch.nn.functional as F
+
+        nq, nkv = q.shape[2], k.shape[2]
+        if window and causal:  # no SDPA flag for it: a materialised mask, which only some kernels take
+            extra = {"attn_mask": keep_mask(nq, nkv, causal_align, q.device, window)}
+        else:
+            extra = sdpa_mask_args(nq, nkv, causal, causal_align)
+
+        def call():
+            return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=q.shape[1] != k.shape[1], **extra)
+
+        try:
+            return call()
+        except RuntimeError as e:
+            if not any(r in str(e) for r in _REFUSALS):
+                raise
+            with warnings.catch_warnings(record=True) as caught:  # again, for SDPA's own reasons
+                warnings.simplefilter("always")
+                try:
+                    call()
+                except RuntimeError:
+                    pass
+            why = "; ".join(dict.fromkeys(str(c.message).split("\n")[0] for c in caught))
+            raise Rejected(f"SDPA refused {self.kernel}: {why or str(e).splitlines()[0]}") from None
 
     def memory_estimate(self, w: Workload) -> int:
         if self.kernel == "MATH":

@@ -13,6 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from .comparisons import cmd_advise, cmd_analyze, cmd_compare  # noqa: F401  (main dispatches by name)
+from .report_cmd import cmd_report  # noqa: F401
+from .model_cmd import cmd_model  # noqa: F401  (main dispatches by name)
 from .parser import UsageError
 
 err = Console(stderr=True)

@@ -160,4 +160,23 @@ def build_parser() -> Parser:
     from .comparison_args import add_comparison_commands  # analyze, compare, advise
 
     add_comparison_commands(sub)
+
+    from .model_cmd import add_model_command  # model: attention inside decoder steps
+
+    add_model_command(sub)
+
+    from .report_cmd import REPORT_HELP
+
+    h = sub.add_parser("report", help="an offline HTML site and publication figures (SVG, PDF, data) of stores",
+                       description="Build a static site from one or more stores or exports: each device and\n"
+                                   "build with its ceilings, attempts per status, prefill/training and decode\n"
+                                   "figures, portability across the stores, and the correctness, dispatch and\n"
+                                   "outcome tables. It renders what the analysis computes; nothing is fetched.",
+                       epilog=REPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    h.add_argument("stores", nargs="+", metavar="STORE", help="an attnbench store or export, or LABEL=STORE")
+    h.add_argument("--out", required=True, metavar="DIR", help="the directory to write the site to")
+    h.add_argument("--baseline", metavar="BACKEND",
+                   help="the backend speedup heatmaps divide by (default: sdpa-flash where it ran OK, else the "
+                        "backend with the most OK rows)")
+    h.add_argument("--title", help="the site's title (default: the store labels)")
     return p

@@ -1,0 +1,299 @@
+"""`attnbench model`: attention inside decoder steps, its share, and the Amdahl prediction beside the
+measured end-to-end speedup. Arguments, validation (all before anything is written), progress, table."""
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+DEFAULT_BACKENDS = {"cpu": ("sdpa-flash", "sdpa-math", "reference"),
+                    "cuda": ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "flex")}
+DESCRIPTION = """\
+Build a Llama-style decoder (RMSNorm, RoPE, GQA attention, SwiGLU MLP; random
+weights, from hidden states to hidden states, nothing downloaded) from a
+config of public shape facts, and measure whole steps with each backend's
+attention: train (forward + backward + AdamW), prefill (the KV cache filled)
+and decode (one token per sequence, the cache append included; eager and, on
+CUDA, CUDA graph). Each step is checked against the float64 model first.
+Attention's share f of the step is read two ways (profiler kernel families;
+the step with attention replaced by a no-op), and the Amdahl prediction 1 /
+((1 - f) + f / s), from the kernel-level speedup s that `attnbench run` stored
+for the same attention shape (--kernel-db), is set beside the measured speedup
+over the baseline. One row per step x backend in the store's model_rows table
+(docs/model.md)."""
+EPILOG = """\
+configs: tiny (CPU default), llama3.1-8b, llama3.1-70b, qwen2.5-7b,
+  mistral-7b (sliding window 4096)
+examples:
+  attnbench model                 # tiny, every step, on CPU in seconds
+  attnbench model --config llama3.1-8b --layers 4 --steps prefill \\
+      --seqlen 8k,32k --batch 1 --kernel-db kernels.sqlite
+  attnbench model --config llama3.1-8b --layers 4 --steps decode \\
+      --seqlen 8k --batch 32 --kernel-grid k.yaml   # for attnbench run
+  attnbench model --db m.sqlite --show
+"""
+
+err = Console(stderr=True)
+out = Console()
+
+
+def add_model_command(sub) -> None:
+    import argparse
+
+    from .parser import _csv
+
+    m = sub.add_parser("model", help="attention inside a decoder's train / prefill / decode step; "
+                                     "share and Amdahl prediction", description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    m.add_argument("--config", default="tiny", help="model config (default tiny; see below)")
+    m.add_argument("--layers", type=int, help="decoder layers to build, 1 to the config's own count (default: all of them)")
+    m.add_argument("--steps", type=_csv, default=["train", "prefill", "decode"],
+                   help="comma list of train, prefill, decode (default: all)")
+    m.add_argument("--backends", type=_csv, help="comma list (default on CPU: " + ",".join(DEFAULT_BACKENDS["cpu"])
+                   + "; on CUDA: " + ",".join(DEFAULT_BACKENDS["cuda"]) + "); the baseline always runs")
+    m.add_argument("--baseline", default="sdpa-flash", help="the backend speedups are against (default sdpa-flash)")
+    m.add_argument("--seqlen", type=_csv, help="tokens per sequence (decode: cache length), e.g. 8k,32k "
+                                               "(default: 64 for tiny, else 4k)")
+    m.add_argument("--batch", type=_csv, help="sequences per step, comma list (default: 2 for tiny, else 1)")
+    m.add_argument("--launch", type=_csv, help="decode launch: eager, graph (default: eager on CPU, both on CUDA)")
+    m.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32 on CPU, bf16 on CUDA")
+    m.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
+    m.add_argument("--db", default="attnbench.sqlite", help="store to write model_rows to (default ./attnbench.sqlite)")
+    m.add_argument("--kernel-db", metavar="PATH", help="store holding `attnbench run` rows of the same attention "
+                                                       "shapes (default: --db)")
+    m.add_argument("--kernel-grid", metavar="FILE.yaml", help="write the attention workloads of these steps as a "
+                                                              "YAML grid for `attnbench run --config` and exit")
+    m.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="load backends from a file")
+    m.add_argument("--tag", default="default", help="sweep label (resume skips rows of the same tag)")
+    m.add_argument("--seed", type=int, default=0, help="weight and input seed (default 0)")
+    m.add_argument("--tol", type=float, help="error ratio bound against the same-dtype reference model "
+                                             "(default: per dtype, as attnbench run)")
+    m.add_argument("--max-time", type=float, metavar="S", help="timing budget per step after warm-up")
+    m.add_argument("--show", action="store_true", help="print the table of the rows already in --db (of --tag) and "
+                                                       "exit; measures nothing, opens the store read-only")
+
+
+def _lengths(values, what: str) -> list[int]:
+    from ..workloads.axes import parse_size
+    from .parser import UsageError
+
+    out = [parse_size(v) for v in values]
+    if any(v < 1 for v in out):
+        raise UsageError(f"--{what} values must be positive, got {values}")
+    return out
+
+
+def plan(args, device: str):
+    """(config, step specs, dtype) from the arguments; UsageError on anything impossible."""
+    from ..model.configs import ConfigError, get_config
+    from ..model.steps import STEPS, StepSpec, validate
+    from .parser import UsageError
+
+    try:
+        cfg = get_config(args.config, args.layers)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    bad = [s for s in args.steps if s not in STEPS]
+    if bad:
+        raise UsageError(f"unknown step {bad[0]!r}; steps: {', '.join(STEPS)}")
+    launches = args.launch or (["eager", "graph"] if device != "cpu" else ["eager"])
+    bad = [x for x in launches if x not in ("eager", "graph")]
+    if bad:
+        raise UsageError(f"unknown launch {bad[0]!r}: use eager or graph")
+    tiny = cfg.name == "tiny"
+    seqlens = _lengths(args.seqlen or ["64" if tiny else "4k"], "seqlen")
+    batches = _lengths(args.batch or ["2" if tiny else "1"], "batch")
+    specs = []
+    for step in dict.fromkeys(args.steps):
+        for b in batches:
+            for n in seqlens:
+                for launch in (launches if step == "decode" else ["eager"]):
+                    spec = StepSpec(step, b, n, launch)
+                    why = validate(spec)
+                    if why:
+                        raise UsageError(why)
+                    specs.append(spec)
+    dtype = args.dtype or ("fp32" if device == "cpu" else "bf16")
+    return cfg, specs, dtype
+
+
+def write_kernel_grid(path: Path, cfg, specs, dtype) -> int:
+    """The YAML grid of the attention workloads the steps call (one per spec), for attnbench run."""
+    import yaml
+
+    from ..model.steps import attention_workload
+
+    keep = ("mode", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim", "head_dim_v", "dtype", "causal",
+            "launch")
+    ws = list(dict.fromkeys(attention_workload(cfg, s, dtype) for s in specs))
+    body = {"name": f"model-{cfg.name}", "workloads": [{k: getattr(w, k) for k in keep} for w in ws]}
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(yaml.safe_dump(body, sort_keys=False))
+    tmp.replace(path)
+    return len(ws)
+
+
+def cmd_model(args, argv) -> int:
+    from ..backends.registry import select
+    from ..measure.timing import TimingConfig
+    from ..model.run import ContextBroken, ModelRequest, run_model
+    from ..store.db import Store
+    from .commands import _check_device, _default_device
+    from .parser import UsageError
+
+    if args.show:
+        return _show(args)
+    device = _check_device(args.device or _default_device())
+    cfg, specs, dtype = plan(args, device)
+    if args.kernel_grid:
+        path = Path(args.kernel_grid)
+        if not path.parent.exists() or path.is_dir():
+            raise UsageError(f"--kernel-grid {path} is not a file in a directory that exists")
+        n = write_kernel_grid(path, cfg, specs, dtype)
+        err.print(f"wrote {n} attention workloads to {path}")
+        return 0
+    for name, v in (("--tol", args.tol), ("--max-time", args.max_time)):
+        if v is not None and not (v > 0 and v != float("inf")):
+            raise UsageError(f"{name} must be positive and finite, got {v:g}")
+    if not args.tag.strip():
+        raise UsageError("--tag is empty")
+    names = list(args.backends or DEFAULT_BACKENDS["cpu" if device == "cpu" else "cuda"])
+    if args.baseline not in names:
+        names.insert(0, args.baseline)
+    backends = select(names, args.plugin)
+    db = Path(args.db)
+    if not args.db.strip() or not db.parent.exists():
+        raise UsageError(f"directory of --db does not exist: {db.parent}")
+    kernel_frame = _kernel_frame(args, db)  # a bad --kernel-db is refused before the store is opened
+    req = ModelRequest(cfg, specs, backends, args.baseline, device, dtype, args.seed, args.tag, args.tol,
+                       TimingConfig.for_device(device, args.max_time), kernel_frame,
+                       shlex.join(["attnbench"] + list(argv)), tuple(str(Path(p).resolve()) for p in args.plugin))
+    store = Store(db)
+    try:
+        err.print(f"{cfg.name}: {cfg.layers} layers, {dtype}, {len(specs)} steps × {len(backends)} backends on "
+                  f"{device}; library output goes to {db.name}.log")
+        with _native_stderr_to(db.with_name(db.name + ".log")) as console:
+            with console.status("starting") as spinner:
+                rows = run_model(req, store, say=lambda t: spinner.update(t),
+                                 on_row=lambda r: console.print(_row_line(r), highlight=False))
+    except ContextBroken as e:  # its CRASH row is stored; no later step can run in this process
+        err.print(f"attnbench: the CUDA context broke ({e}); rows written so far are kept: run the same command "
+                  "again to resume", highlight=False, markup=False)
+        return 1
+    finally:
+        store.close()
+    render(rows, out)
+    return 0
+
+
+def _show(args) -> int:
+    from ..store import model_rows
+    from ..store.db import Store
+    from .parser import UsageError
+
+    store = Store(args.db, readonly=True)
+    try:
+        rows = model_rows.rows(store.con, "WHERE tag=?", (args.tag,))
+    finally:
+        store.close()
+    if not rows:
+        raise UsageError(f"no model rows of tag {args.tag!r} in {args.db}")
+    render(rows, out)
+    return 0
+
+
+def _kernel_frame(args, db: Path):
+    from ..store.db import Store
+
+    path = Path(args.kernel_db) if args.kernel_db else db
+    if not args.kernel_db and not path.is_file():
+        return None  # nothing measured yet in the default store: no prediction, not an error
+    ks = Store(path, readonly=True)
+    try:
+        return ks.dataframe()
+    finally:
+        ks.close()
+
+
+@contextlib.contextmanager
+def _native_stderr_to(log: Path):
+    """Native libraries' writes to fd 2 (the profiler's start/stop lines) go to the log; progress
+    goes to a console on the terminal's own stderr. Python-level stderr is left alone."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    term = os.fdopen(os.dup(saved), "w")
+    try:
+        os.dup2(fd, 2)
+        yield Console(file=term, force_terminal=err.is_terminal, width=err.width) if sys.stderr is sys.__stderr__ \
+            else err
+    finally:
+        term.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+        term.close()
+
+
+def _row_line(r: dict) -> str:
+    from ..model.steps import StepSpec
+
+    label = StepSpec(r["step"], r["batch"], r["seqlen"], r["launch"]).label()
+    if r["status"] != "OK":
+        return f"{label:<22} {r['backend']:<15} {r['status']}: {r['reason']}"
+    return f"{label:<22} {r['backend']:<15} OK {r['median_us'] / 1e3:9.3f} ms/step"
+
+
+def render(rows: list[dict], console: Console) -> None:
+    """Rows as compact tables (80 columns), one per model and dtype, failures and gaps listed under."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["config"], r["layers"], r["dtype"]), []).append(r)
+    for (config, layers, dtype), group in groups.items():
+        _render(group, f"{config} × {layers} layers, {dtype}", console)
+
+
+def _render(rows: list[dict], title: str, console: Console) -> None:
+    from ..model.amdahl import AGREE
+    from ..model.steps import StepSpec
+    from ..report.texttable import TextTable, num, pct, to_rich
+
+    t = TextTable(title,
+                  ["step", "backend", "ms", "tok/s", "f", "s", "pred", "meas"], right=frozenset(range(2, 8)))
+    failed = []
+    for r in rows:
+        label = StepSpec(r["step"], r["batch"], r["seqlen"], r["launch"]).label()
+        if r["status"] != "OK":
+            failed.append(f"{label} {r['backend']}: {r['status']}: {r['reason']}")
+            t.add(label, r["backend"], r["status"], "", "", "", "", "")
+            continue
+        t.add(label, r["backend"], num(r["median_us"] / 1e3, ".3g"), _si(r["tokens_per_s"]),
+              f"{pct(r['share_profiler'])}/{pct(r['share_diff'])}", num(r["kernel_speedup"]),
+              num(r["predicted_speedup"]), num(r["measured_speedup"]))
+    console.print(to_rich(t))
+    console.print("ms: median step time; f: attention's share of the row's step, by profiler / by difference;"
+                  " s: kernel-level speedup over the baseline (--kernel-db); pred: 1/((1-f)+f/s) with "
+                  "the baseline's f; meas: measured step speedup", highlight=False, markup=False, style="dim")
+    for line in failed:
+        console.print(line, highlight=False, markup=False)
+    gaps = [r for r in rows if r.get("gap") is not None and r["backend"] != r.get("baseline")]
+    off = [r for r in gaps if abs(r["gap"]) > AGREE]
+    if gaps:
+        console.print(f"{len(gaps) - len(off)} of {len(gaps)} predictions within {AGREE:.0%} of the measured speedup",
+                      highlight=False)
+    for r in off:
+        label = StepSpec(r["step"], r["batch"], r["seqlen"], r["launch"]).label()
+        console.print(f"{label} {r['backend']}: gap {r['gap']:+.1%}: {r['explain']['why']}", highlight=False,
+                      markup=False)
+
+
+def _si(x: float) -> str:
+    """12345 -> 12.3k."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= div:
+            return f"{x / div:.3g}{unit}"
+    return f"{x:.3g}"

@@ -1,0 +1,1 @@
+"""attnbench model: attention inside a Llama-style decoder step, and the Amdahl prediction beside it."""
