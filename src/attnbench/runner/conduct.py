@@ -86,7 +86,7 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         observer.begin(len(attempts), report.resumed, retried)
         for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running
             if a.planned:
-                sink(Outcome(a, {"status": a.planned.value, "reason": a.reason}, 0.0, started.placement))
+                sink(Outcome(a, {"status": a.planned.value, "reason": a.reason}, 0.0, executor.placement_for(a)))
         def claim(a: Attempt) -> bool:
             taken = store.claim(a.key, report.run_id)
             if taken:

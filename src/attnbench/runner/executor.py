@@ -18,9 +18,11 @@ class Placement:
     device_name: str
     device_index: int | None = None
     device_uuid: str | None = None
+    host_cores: str | None = None  # the host cores its workers were pinned to (runner/multi.py), e.g. "0-7"
 
     def to_record(self) -> dict:
-        return {"device_name": self.device_name, "device_index": self.device_index, "device_uuid": self.device_uuid}
+        return {"device_name": self.device_name, "device_index": self.device_index, "device_uuid": self.device_uuid,
+                "host_cores": self.host_cores}
 
     @classmethod
     def from_provenance(cls, prov: dict) -> "Placement":
@@ -74,6 +76,9 @@ class Executor(Protocol):
     def close(self) -> None:
         """Release every process and device the executor holds (idempotent)."""
 
+    def placement_for(self, attempt: Attempt) -> Placement:
+        """Where a planned-out attempt (never run) is recorded as placed."""
+
 
 @dataclass
 class BaseExecutor:
@@ -86,6 +91,11 @@ class BaseExecutor:
         if self.started is None:
             raise RuntimeError("plan() before start()")
         return planner.plan(workloads, backends, self.started.device, repeats, tag, seed, inputs)
+
+    def placement_for(self, attempt: Attempt) -> Placement:
+        if self.started is None:
+            raise RuntimeError("placement_for() before start()")
+        return self.started.placement
 
     def charge(self, cause: str, seconds: float) -> None:
         self.overhead_s[cause] = self.overhead_s.get(cause, 0.0) + seconds

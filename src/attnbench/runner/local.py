@@ -38,11 +38,15 @@ class LocalExecutor(BaseExecutor):
     per attempt for isolation="attempt" (or for every non-shared backend with strict_isolation).
     A worker that crashed or timed out is replaced before the next attempt."""
 
-    def __init__(self, cfg: LocalConfig, device: str = "cpu"):
+    def __init__(self, cfg: LocalConfig, device: str = "cpu", cores: list[int] | None = None):
+        """cores: host cores every worker pins itself to at start (runner/multi.py); None: not pinned."""
         super().__init__(overhead_s={"provenance": 0.0, "worker_start": 0.0, "worker_stop": 0.0, "release": 0.0})
-        self.cfg, self.device = cfg, device
+        self.cfg, self.device, self.cores = cfg, device, cores
         self.workers: dict[str, Worker] = {}
         self.used: set[str] = set()  # worker slots that served the current workload
+        self._repeat = None  # the repeat the current workers serve
+        self._current = None  # the workload the workers hold inputs for
+        self.starting: list[Worker] = []  # workers _prestart() waits on
         self._fresh_cache = None if cfg.compile_cache else tempfile.TemporaryDirectory(prefix="attnbench-compile-")
         self.cache_dir = cfg.compile_cache or self._fresh_cache.name
 
@@ -57,7 +61,8 @@ class LocalExecutor(BaseExecutor):
         return "shared" if iso == "worker" else f"backend:{backend.name}"
 
     def _new_worker(self, slot: str | None = None, wait: bool = True) -> Worker:
-        warm = {"device": self.device, "compile_cache": self.cache_dir, "compiler": slot is None or slot.startswith("backend:")}
+        warm = {"device": self.device, "compile_cache": self.cache_dir, "compiler": slot is None or slot.startswith("backend:"),
+                "cores": self.cores}
         return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm,
                       wait=wait)
 
@@ -66,6 +71,7 @@ class LocalExecutor(BaseExecutor):
         anything is timed: their start-up (seconds each on a GPU host) overlaps instead of adding up."""
         t0 = time.perf_counter()
         started = {slot: self._new_worker(slot, wait=False) for slot in sorted(set(slots) - {None} - set(self.workers))}
+        self.starting = list(started.values())  # visible to another thread that must kill them (runner/multi.py)
         try:
             for slot, w in started.items():
                 try:
@@ -78,6 +84,7 @@ class LocalExecutor(BaseExecutor):
                     w.kill()
             raise
         finally:
+            self.starting = []
             self.charge("worker_start", time.perf_counter() - t0)
 
     def _get(self, slot: str | None) -> Worker:
@@ -161,25 +168,33 @@ class LocalExecutor(BaseExecutor):
 
     def run(self, attempts: Iterable[Attempt], sink: Sink, claim: Claim = take_all) -> None:
         attempts = list(attempts)
-        current = None  # the workload the workers hold inputs for
-        repeat = None  # the repeat the current workers serve
         try:
             for a in attempts:
-                if a.repeat != repeat:  # process-level repeats: every repeat gets fresh processes
-                    if repeat is not None:  # (the first one run here keeps those started with start())
-                        self._stop_workers()
-                    self._prestart({self._slot(b.backend) for b in attempts if b.repeat == a.repeat})
-                    repeat = a.repeat
+                self.enter_repeat(a.repeat, {self._slot(b.backend) for b in attempts if b.repeat == a.repeat})
                 if not claim(a):
                     continue
-                if current not in (None, a.workload):
-                    self._release()
-                current = a.workload
-                t0 = time.perf_counter()
-                measured = self._execute(a)
-                sink(Outcome(a, measured, round(time.perf_counter() - t0, 4), self.started.placement))
+                sink(self.run_attempt(a))
         finally:
             self._stop_workers()
+
+    def enter_repeat(self, repeat: int, slots: set[str | None]) -> None:
+        """Process-level repeats: every repeat gets fresh processes, the `slots` it needs started at
+        once (the first repeat run keeps those started with start())."""
+        if repeat == self._repeat:
+            return
+        if self._repeat is not None:
+            self._stop_workers()
+        self._prestart(slots)
+        self._repeat = repeat
+
+    def run_attempt(self, a: Attempt) -> Outcome:
+        """Run one (claimed) attempt on this executor's workers; a new workload releases the last one's inputs."""
+        if self._current not in (None, a.workload):
+            self._release()
+        self._current = a.workload
+        t0 = time.perf_counter()
+        measured = self._execute(a)
+        return Outcome(a, measured, round(time.perf_counter() - t0, 4), self.started.placement)
 
     def close(self) -> None:
         """Stop every worker, and remove this run's fresh compiler cache (idempotent)."""
@@ -198,4 +213,5 @@ class LocalExecutor(BaseExecutor):
         for w in ws:
             w.close(max(0.0, deadline - time.monotonic()))
         self.workers.clear()
+        self._repeat = self._current = None
         self.charge("worker_stop", time.perf_counter() - t0)

@@ -11,6 +11,9 @@ from .worker import worker_main
 log = logging.getLogger(__name__)
 
 
+WORKER_NAME = "attnbench-worker"  # every worker process's name
+
+
 class WorkerGone(Exception):
     """The worker died (signal, abort, exit) while serving a request."""
 
@@ -42,7 +45,7 @@ class Worker:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.ready_timeout = ready_timeout
-        self.proc = ctx.Process(target=worker_main, name="attnbench-worker",
+        self.proc = ctx.Process(target=worker_main, name=WORKER_NAME,
                                 args=(child, list(plugins), os.getpid(), log_level, log_path, warm))
         self.proc.start()
         child.close()

@@ -74,6 +74,9 @@ def _warm_up(device: str, compiler: bool) -> None:
 
 def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
                 log_path: str | None = None, warm: dict | None = None) -> None:
+    if warm and warm.get("cores") and hasattr(os, "sched_setaffinity"):  # before torch sizes its thread pools
+        os.sched_setaffinity(0, warm["cores"])
+        os.environ.setdefault("OMP_NUM_THREADS", str(len(warm["cores"])))  # one thread per core it may use
     if warm and warm.get("compiler"):
         os.environ.update(compiler_env(warm.get("compile_cache")))  # before anything imports Inductor
     if log_path:  # libraries' own prints (profiler, compilers) go to the run log, not the progress bar

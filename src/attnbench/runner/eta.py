@@ -1,0 +1,44 @@
+"""How long a plan will take, from earlier runs of the same backends (run --dry-run)."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from .planner import Attempt
+
+DEFAULT_ATTEMPT_S = 10.0  # wall seconds of an attempt of a (backend, mode) with no earlier OK row
+
+
+@dataclass
+class Estimate:
+    seconds: float  # wall time of the attempts to run, spread over the devices
+    from_store: int  # attempts estimated from earlier OK rows of their (backend, mode)
+    by_default: int  # attempts estimated at DEFAULT_ATTEMPT_S
+
+
+def typical_wall(rows: list[dict]) -> dict[tuple[str, str], float]:
+    """Median wall_s per (backend, mode) over earlier OK rows."""
+    by: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r.get("status") == "OK" and r.get("wall_s") is not None:
+            by.setdefault((r["backend"], r["mode"]), []).append(float(r["wall_s"]))
+    return {k: statistics.median(v) for k, v in by.items()}
+
+
+def estimate(attempts: list[Attempt], typical: dict[tuple[str, str], float], devices: int = 1,
+             default_s: float = DEFAULT_ATTEMPT_S) -> Estimate:
+    """The attempts that will run (planned-out ones take no time), each at its (backend, mode)'s
+    typical wall time, divided over the devices that run them in parallel. Worker start-up and the
+    provenance are not included."""
+    total, known, unknown = 0.0, 0, 0
+    for a in attempts:
+        if a.planned:
+            continue
+        t = typical.get((a.backend.name, a.workload.mode))
+        if t is None:
+            unknown += 1
+            t = default_s
+        else:
+            known += 1
+        total += t
+    return Estimate(total / max(1, devices), known, unknown)
