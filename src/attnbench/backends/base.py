@@ -129,12 +129,24 @@ class Backend:
         return None
 
     def version(self) -> str | None:
+        """The library's version (torch's for backends built on torch); None when it is absent."""
         try:
             import torch
 
             return torch.__version__
         except ImportError:
             return None
+
+    def recorded_version(self) -> str | None:
+        """version(), asked once per backend object: what every row of this backend stores as
+        backend_version (a library that cannot say is recorded as None, not an error)."""
+        if "_recorded_version" not in self.__dict__:
+            try:
+                v = self.version()
+            except Exception:
+                v = None
+            self.__dict__["_recorded_version"] = None if v is None else str(v)
+        return self.__dict__["_recorded_version"]
 
     # ---- capability ---------------------------------------------------------------------------
     def supports(self, w: Workload, dev: DeviceInfo) -> str | None:

@@ -6,10 +6,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import compiled, flex, reference, sdpa
+from . import compiled, cudnn_fe, fa4, flash_attn2, flash_attn3, flashinfer, flex, jax_attention, reference, sdpa, xformers
 from .base import ISOLATIONS, Backend
 
-BUILTIN_MODULES = (reference, sdpa, flex, compiled)  # order is the listing order
+# order is the listing order; the optional libraries' modules import nothing optional at load time
+BUILTIN_MODULES = (reference, sdpa, flex, compiled, fa4, flash_attn2, flash_attn3, flashinfer, cudnn_fe, jax_attention,
+                   xformers)
 ENTRY_POINT_GROUP = "attnbench.backends"
 
 

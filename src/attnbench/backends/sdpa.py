@@ -15,8 +15,9 @@ _REFUSALS = ("No viable backend", "No available kernel")
 KERNELS = (
     KernelFamily("pytorch-flash-cpu", r"_scaled_dot_product_flash_attention_for_cpu", attention=True),
     KernelFamily("cudnn", r"cudnn|fort_native_sdpa", attention=True, ignore_case=True),
-    KernelFamily("pytorch-flash", r"pytorch_flash|flash_fwd|flash_bwd|_flash_attention_(forward|backward)",
-                 attention=True),
+    # PyTorch builds FlashAttention-2 in namespace pytorch_flash; a bare flash_fwd/flash_bwd is another
+    # library's (flash_attn 2.x: flash::flash_fwd_*, FlashAttention-4: flash_fwd_sm90_*...).
+    KernelFamily("pytorch-flash", r"pytorch_flash|_flash_attention_(forward|backward)", attention=True),
     KernelFamily("cutlass-fmha", r"fmha_cutlass|efficient_attention|attention_kernel_batched|fmha", attention=True,
                  ignore_case=True),
 )

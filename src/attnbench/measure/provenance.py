@@ -15,7 +15,7 @@ from . import nvml
 from .timing import event_overhead_us
 
 LIBRARIES = ("torch", "triton", "numpy", "flash-attn", "flash-attn-4", "flashinfer-python", "jax", "jaxlib",
-             "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "pandas", "pyarrow")
+             "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cudnn-frontend", "xformers", "pandas", "pyarrow")
 
 
 def library_versions() -> dict:

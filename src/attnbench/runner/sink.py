@@ -33,6 +33,7 @@ def planned_columns(a: Attempt) -> dict:
     """The record values the planner knows: identity, workload, models."""
     w = a.workload
     return {"attempt_key": a.key, "backend": a.backend.name, "family": a.backend.family, "role": a.backend.role,
+            "backend_version": a.backend.recorded_version(),
             "workload_key": w.key(), **w.to_dict(), "decode_append": w.decode_append, "repeat": a.repeat,
             "flops": float(flops(w)), "bytes": io_bytes(w)}
 

@@ -1,0 +1,97 @@
+"""Helpers shared by the backends of optional libraries: an availability line naming what to
+install, the library's version, BNHD views, the causal-alignment rule of bottom-right libraries,
+and turning a library's refusal into `Rejected`. Nothing here imports an optional library."""
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+
+from ..workloads import Workload
+from .base import Rejected
+
+# What libraries raise when they refuse a configuration (FA4 asserts its limits; cuDNN and JAX raise
+# ValueError/RuntimeError with these words). A CUDA fault is none of these and stays an error, and so
+# does a TypeError: a wrong argument is attnbench's bug, never the library's refusal.
+_REFUSAL_TYPES = (ValueError, NotImplementedError, AssertionError)
+_REFUSAL_WORDS = ("not supported", "unsupported", "only supports", "no operator found", "not implemented",
+                  "is not available")
+
+
+def import_hint(module: str, hint: str, attr: str | None = None) -> str | None:
+    """None when `module` (and its `attr`) import, else `hint` and the import error, on one line."""
+    try:
+        mod = importlib.import_module(module)
+        if attr:
+            getattr(mod, attr)
+    except Exception as e:  # ImportError, a broken binary (OSError), a missing symbol
+        if isinstance(e, ModuleNotFoundError) and e.name and module.startswith(e.name):
+            return hint  # the library itself is absent: the hint says it all
+        first = (str(e).strip().splitlines() or [""])[0][:120]
+        return f"{hint} [{type(e).__name__}: {first}]"
+    return None
+
+
+def dist_version(dist: str, module: str | None = None) -> str | None:
+    """The installed distribution's version, else the module's __version__, else None."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        pass
+    if module:
+        try:
+            return getattr(importlib.import_module(module), "__version__", None)
+        except Exception:
+            return None
+    return None
+
+
+def to_bnhd(t, layout: str):
+    """A (B, N, H, D) view of a workload tensor (BHND tensors are transposed views, not copies)."""
+    return t if layout == "BNHD" else t.transpose(1, 2)
+
+
+def from_bnhd(t, layout: str):
+    return t if layout == "BNHD" else t.transpose(1, 2)
+
+
+def bottom_right_only(w: Workload, lib: str) -> str | None:
+    """Why a library whose causal mask is aligned bottom-right (query i sees keys j <= i + Nkv - Nq)
+    cannot run `w`: top-left differs from it unless Nq == Nkv."""
+    if w.causal and w.causal_align == "top_left" and w.q_len != w.kv_len:
+        return (f"{lib} aligns causal bottom-right only; top-left with q_len {w.q_len} != kv_len {w.kv_len} "
+                "is another mask")
+    return None
+
+
+def is_refusal(e: BaseException) -> bool:
+    """A library's refusal: one of the refusal types, or a RuntimeError (cuDNN's, JAX's XlaRuntimeError)
+    saying so in words."""
+    if isinstance(e, _REFUSAL_TYPES):
+        return True
+    return isinstance(e, RuntimeError) and any(word in str(e).lower() for word in _REFUSAL_WORDS)
+
+
+def call_rejecting(fn, lib: str):
+    """fn(), with the library's refusal of the configuration raised as `Rejected` (UNSUPPORTED)."""
+    try:
+        return fn()
+    except Rejected:
+        raise
+    except Exception as e:
+        if not is_refusal(e):
+            raise
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise Rejected(f"{lib} refused: {type(e).__name__}: {first}") from None
+
+
+def flash_attend(fn, lib: str, q, k, v, causal: bool, causal_align: str, scale, window):
+    """Backend.attend() for FlashAttention-style functions (fn(q, k, v, softmax_scale=, causal=,
+    window_size=) on (B, N, H, D)): the caller's (B, H, N, D) views are transposed (views, no copy),
+    a sliding window of `window` keys is window_size=(window - 1, 0) (bottom-right, like causal)."""
+    nq, nkv = q.shape[2], k.shape[2]
+    if causal and causal_align == "top_left" and nq != nkv:
+        raise Rejected(f"{lib} aligns causal bottom-right only; top-left with q_len {nq} != kv_len {nkv}")
+    kw = {"window_size": (window - 1, 0)} if window and causal else {}
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    o = fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=causal, **kw)
+    return (o[0] if isinstance(o, tuple) else o).transpose(1, 2)
