@@ -3,6 +3,7 @@ input with nothing written, and (in a real headless Chromium) loads with no cons
 machine, every figure and link resolving, and tables that sort and filter."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -139,13 +140,19 @@ def test_one_store_says_portability_needs_two(one_site):
 
 @pytest.mark.slow
 def test_exports_are_read_with_their_runs_and_the_site_is_replaced_whole(tmp_path):
-    a, b = make_store(tmp_path / "a.sqlite", "alpha"), make_store(tmp_path / "b.sqlite", "beta")
+    from test_model_rows_io import model_store
+
+    a, b = model_store(make_store(tmp_path / "a.sqlite", "alpha")), make_store(tmp_path / "b.sqlite", "beta")
     for db, name in ((a, "alpha-x"), (b, "beta-x")):
         s = Store(db, readonly=True)
         io.export(s, None, tmp_path / f"{name}.jsonl.gz")
         io.export(s, None, tmp_path / f"{name}.runs.jsonl", table="runs")
         s.close()
+    s = Store(a, readonly=True)
+    io.export(s, None, tmp_path / "alpha-x.model_rows.jsonl", table="model_rows")  # read beside its export
+    s.close()
     site = build(tmp_path, tmp_path / "alpha-x.jsonl.gz", tmp_path / "beta-x.jsonl.gz")
+    assert "(store alpha-x, GPU-T)" in (site / "model.html").read_text()
     index, port = (site / "index.html").read_text(), (site / "portability.html").read_text()
     assert ">alpha-x<" in index and ">beta-x<" in index  # labels: the names before their first dot
     assert 'data-v="50.0">50<' in index  # the copy ceiling, from the runs export beside each
@@ -203,7 +210,10 @@ def local_target(page_url: str, href: str) -> Path | None:
 @pytest.mark.skipif(chromium() is None, reason="no chromium binary (Debian: apt-get install chromium)")
 def test_site_in_headless_chromium(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the browser is Debian's)")
-    site = build(tmp_path, make_store(tmp_path / "alpha.sqlite", "alpha"), make_store(tmp_path / "beta.sqlite", "beta"))
+    from test_model_rows_io import model_store
+
+    site = build(tmp_path, model_store(make_store(tmp_path / "alpha.sqlite", "alpha")),
+                 make_store(tmp_path / "beta.sqlite", "beta"))
     errors, requests, off_machine = [], [], []
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
@@ -234,8 +244,8 @@ def test_site_in_headless_chromium(tmp_path):
                     if target.suffix == ".html":
                         todo.append(target)
         assert {"index.html", "prefill.html", "decode.html", "portability.html", "tables.html",
-                "methodology.html"} <= {p.name for p in seen}
-        assert len(seen) >= 6 and any("figures/" in u and u.endswith(".svg") for u in requests)
+                "methodology.html", "model.html"} <= {p.name for p in seen}
+        assert len(seen) >= 7 and any("figures/" in u and u.endswith(".svg") for u in requests)
 
         page.goto((site / "tables.html").as_uri())
         table = page.locator("table.sortable").filter(has=page.locator("td", has_text="UNSUPPORTED")).first
@@ -261,3 +271,40 @@ def test_site_in_headless_chromium(tmp_path):
         browser.close()
     assert errors == [] and off_machine == []
     assert all(u.startswith("file://") for u in requests), [u for u in requests if not u.startswith("file://")]
+
+
+# ---- the whole-workload page (model rows) --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def model_site(tmp_path_factory) -> Path:
+    from test_model_rows_io import model_store
+
+    tmp = tmp_path_factory.mktemp("model")
+    return build(tmp, model_store(make_store(tmp / "alpha.sqlite", "alpha")))
+
+
+def test_model_rows_get_a_page_with_its_figure(model_site):
+    from test_model_rows_io import EVIL_BACKEND
+
+    page = (model_site / "model.html").read_text()
+    for name, text in html_of(model_site).items():
+        assert 'href="model.html"' in text or 'href="../model.html"' in text, name  # in every page's nav
+        assert "<b>evil</b>" not in text and "<i>attend</i>" not in text, name
+    assert "&lt;b&gt;evil&lt;/b&gt;" in page and "no &lt;i&gt;attend&lt;/i&gt; &amp; &quot;more&quot;" in page
+    assert "TTFT (ms)" in page and "time per output token (ms)" in page and "predicted 1/((1−f)+f/s)" in page
+    (svg,) = (model_site / "figures").glob("*model-predicted-vs-measured.svg")
+    assert f'src="figures/{svg.name}"' in page
+    for ext in ("pdf", "csv", "json"):
+        assert svg.with_suffix(f".{ext}").stat().st_size > 0
+    about = json.loads(svg.with_suffix(".json").read_text())
+    assert {r["backend"] for r in about["data"]} == {EVIL_BACKEND}  # the baseline is not a point
+    assert {r["step"] for r in about["data"]} == {"prefill", "decode"}
+    assert "model tiny, 2 layers, fp32" in about["slice"]
+    # the figure's points are the stored columns, not recomputed
+    got = {r["step"]: (r["predicted_speedup"], r["measured_speedup"]) for r in about["data"]}
+    assert got["prefill"] == pytest.approx((1 / (0.6 + 0.4 / 2), 1000 / 800))
+
+
+def test_no_model_rows_no_page_and_no_link(one_site):
+    assert not (one_site / "model.html").exists()
+    assert all("model.html" not in text for text in html_of(one_site).values())

@@ -34,7 +34,7 @@ def cmd_report(args, argv) -> int:
         raise UsageError("attnbench report draws with matplotlib: pip install 'attnbench[report]'") from None
     from ..report.html import site
     from ..report.html.data import SiteData, default_baseline
-    from ..report.html.inputs import read
+    from ..report.html.inputs import read, read_models
 
     out = Path(args.out)
     try:
@@ -53,7 +53,7 @@ def cmd_report(args, argv) -> int:
         if baseline is None:
             raise UsageError("no attempt in the stores ended OK: there is nothing to draw")
         title = args.title or "attnbench report: " + ", ".join(runs)
-        counts = site.write(SiteData(df, runs, paths, baseline), out, title)
+        counts = site.write(SiteData(df, runs, paths, baseline, read_models(args.stores)), out, title)
     commands.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
                        f"(open {out / 'index.html'}); speedups are over {baseline}")
     return 0

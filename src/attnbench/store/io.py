@@ -1,4 +1,4 @@
-"""Export the attempts (or runs) table to JSONL, CSV or Parquet, and import it back (round trip).
+"""Export the attempts, runs or model_rows table to JSONL, CSV or Parquet, and import it back (round trip).
 A name ending in .gz is written and read gzip-compressed (JSONL and CSV)."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import model_rows
 from .db import Store, StoreError
 from .schema import ATTEMPT_COLUMNS, JSON_COLUMNS, RUN_COLUMNS
 
@@ -34,6 +35,9 @@ TABLES = {
     "attempts": Table.from_spec("attempts", ATTEMPT_COLUMNS, JSON_COLUMNS,
                                 ("attempt_key", "run_id", "backend", "status")),
     "runs": Table.from_spec("runs", RUN_COLUMNS, ("provenance",), ("run_id",)),
+    # `attnbench model` rows (store/model_rows.py): validated on import by model_rows.finish
+    "model_rows": Table(model_rows.TABLE, {n: model_rows._SQL[t] for n, t, _, _ in model_rows.COLUMNS},
+                        tuple(n for n in model_rows.NAMES if n in model_rows.JSON_NAMES), model_rows._REQUIRED),
 }
 
 
@@ -85,7 +89,13 @@ def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempt
     refuse_to_overwrite_a_store(store.path, out)
     if gz and fmt == "parquet":
         raise StoreError("parquet compresses itself: write it without .gz")
-    df = with_tags(store.table_frame(t.name, t.columns), tags, t.name)
+    if store._columns(t.name):
+        frame = store.table_frame(t.name, t.columns)
+    else:  # a store that never held the table (model_rows before any `attnbench model`): no rows
+        import pandas as pd
+
+        frame = pd.DataFrame(columns=t.columns)
+    df = with_tags(frame, tags, t.name)
     tmp = out.with_name(out.name + ".partial")
     try:
         if fmt == "jsonl":
@@ -184,6 +194,12 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
             why = _not_a_record(typed)
             if why:
                 raise StoreError(f"{p}: row {i + 1}: {why}")
+        elif table == model_rows.TABLE:
+            try:
+                typed = model_rows.finish({c: json.loads(v) if c in t.json_columns and v is not None else v
+                                           for c, v in typed.items()})
+            except model_rows.ModelRowError as e:
+                raise StoreError(f"{p}: row {i + 1}: {e}") from None
         out.append(typed)
     return out
 
@@ -223,6 +239,15 @@ def import_rows(store: Store, rows: list[dict]) -> int:
         store.ensure_run({"run_id": run_id, "tag": next(r["tag"] for r in rows if r["run_id"] == run_id),
                           "grid": "imported", "provenance": {"imported": True}})
     return store.insert_many(rows)
+
+
+def import_model_rows(store: Store, rows: list[dict]) -> int:
+    """Insert model rows read by read_rows(table="model_rows") (rows already present are kept); unknown runs
+    get a placeholder run row. Returns how many were new."""
+    for run_id in {r["run_id"] for r in rows}:
+        store.ensure_run({"run_id": run_id, "tag": next(r["tag"] for r in rows if r["run_id"] == run_id) or "",
+                          "grid": "imported", "provenance": {"imported": True}})
+    return sum(model_rows.insert(store.con, r) for r in rows)
 
 
 def import_runs(store: Store, rows: list[dict]) -> int:

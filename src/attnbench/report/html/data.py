@@ -32,6 +32,7 @@ class SiteData:
     runs: dict[str, list[dict]]
     paths: dict[str, Path]
     baseline: str
+    models: pd.DataFrame | None = None  # model_rows of every store (with `label`): the whole-workload page
     lines: pd.DataFrame = field(init=False)  # per store × device × workload × backend, with throughput and memory
     won: pd.DataFrame = field(init=False)  # one row per contest: its fastest contestant
     blanks: pd.DataFrame = field(init=False)  # store × device × workload × backend with no OK row: its status

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...store import io
+from ...store import io, model_rows
 from ...store.db import Store, StoreError
 from ...store.labelled import Source, parse_sources
 
@@ -26,9 +26,9 @@ def is_store(path: Path) -> bool:
         raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
 
 
-def runs_export(path: Path) -> Path | None:
+def runs_export(path: Path, suffixes=RUNS_SUFFIXES) -> Path | None:
     """The runs export written beside an attempts export (NAME.runs.jsonl for NAME.jsonl.gz), if any."""
-    for suffix in RUNS_SUFFIXES:
+    for suffix in suffixes:
         p = path.with_name(_base(path) + suffix)
         if p.is_file() and p != path:
             return p
@@ -80,3 +80,23 @@ def read(specs: list[str], workdir: Path) -> tuple[pd.DataFrame, dict[str, list[
         runs[s.label] = r
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return df, runs, {s.label: s.path for s in srcs}
+
+
+def read_models(specs: list[str]) -> pd.DataFrame:
+    """The model_rows (`attnbench model`) of every source with its `label`: a store's own table, or for an
+    export the model_rows export beside it (NAME.model_rows.jsonl), validated as `import --table model_rows`
+    validates it. Empty when no source holds any."""
+    frames = []
+    for s in sources(specs):
+        if is_store(s.path):
+            store = Store(s.path, create=False, readonly=True)
+            try:
+                got = model_rows.rows(store.con)
+            finally:
+                store.close()
+        else:
+            side = runs_export(s.path, tuple(x.replace(".runs.", ".model_rows.") for x in RUNS_SUFFIXES))
+            got = io.read_rows(side, table="model_rows") if side else []
+        if got:
+            frames.append(pd.DataFrame(got, columns=model_rows.NAMES).assign(label=s.label))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*model_rows.NAMES, "label"])

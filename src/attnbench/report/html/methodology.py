@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...status import ORDER
-from .markup import MEANING, Col, e, note, page, table
+from .markup import MEANING, PAGES, Col, e, note, page, table
 from .performance import Context
 
 DOCS = ("methodology.md", "schema.md", "architecture.md", "grids.md")
@@ -17,7 +17,7 @@ def docs_dir() -> Path | None:
     return d if (d / "methodology.md").is_file() else None
 
 
-def copy_docs(root: Path, site_title: str, footer: str) -> list[str]:
+def copy_docs(root: Path, site_title: str, footer: str, pages=PAGES) -> list[str]:
     """Each doc of DOCS as root/docs/NAME.html (the Markdown text, escaped, in a <pre>); the names copied."""
     src = docs_dir()
     if src is None:
@@ -30,7 +30,7 @@ def copy_docs(root: Path, site_title: str, footer: str) -> list[str]:
             continue
         body = (f'<p class="note">{e(name)} of the attnbench repository, as it was when this site was built '
                 f'(Markdown source).</p>\n<pre class="doc">{e(p.read_text(encoding="utf-8"))}</pre>\n')
-        html = page("methodology.html", name, body, site_title, footer, depth=1)
+        html = page("methodology.html", name, body, site_title, footer, depth=1, pages=pages)
         (root / "docs" / f"{Path(name).stem}.html").write_text(html, encoding="utf-8")
         copied.append(name)
     return copied
