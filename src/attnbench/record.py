@@ -63,6 +63,8 @@ _IDENTITY = [
                       "large-logits (run --inputs; measure/inputs.py)", RUN),
     _c("backend", str, "backend name (e.g. sdpa-flash)", PLAN, required_by=ALL, constraint="NOT NULL"),
     _c("family", str, "backend library family (reference, sdpa, flex, compile, plugin...)", PLAN),
+    _c("backend_version", str, "the backend's library version as its version() reports it (torch's for SDPA, "
+                               "flex and compile; e.g. flash-attn-4's, jax's); NULL when not installed", PLAN),
     _c("role", str, "contestant, or accuracy_reference (measured, not a fair latency contest)", PLAN),
     _c("workload_key", str, "hash of every semantic field of the workload", PLAN, required_by=ALL),
 ]
@@ -143,6 +145,7 @@ _PLACE = [
     _c("device_name", str, "device model (e.g. NVIDIA H200) or CPU", EXECUTOR, required_by=ALL),
     _c("device_index", int, "CUDA device index as the run saw it (after CUDA_VISIBLE_DEVICES)", EXECUTOR),
     _c("device_uuid", str, "the GPU's UUID (NVML or torch): tells GPUs of one model apart", EXECUTOR),
+    _c("host_cores", str, "host cores the attempt's workers were pinned to (e.g. 0-7; NULL: not pinned)", EXECUTOR),
 ]
 _TOOLKIT = [
     _c("torch_version", str, "torch version the worker ran", RUN),

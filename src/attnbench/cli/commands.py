@@ -45,6 +45,47 @@ def _check_device(device: str) -> str:
     raise UsageError(f"bad --device {device!r}: use cpu, cuda or cuda:N")
 
 
+def _check_devices(args):
+    """--devices (and --replicate) as a list of runner.multi.DeviceSpec, or None for one device."""
+    from ..runner.multi import parse_devices
+
+    if args.devices is None:
+        if args.replicate:
+            raise UsageError("--replicate needs --devices")
+        return None
+    if args.device is not None:
+        raise UsageError("--device and --devices exclude each other")
+
+    def cuda_count() -> int:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+    try:
+        return parse_devices(args.devices, cuda_count)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _print_eta(attempts, db: Path, n_devices: int) -> None:
+    """run --dry-run: what is already stored, and how long the rest takes by earlier rows."""
+    from ..runner.eta import DEFAULT_ATTEMPT_S, estimate, typical_wall
+    from ..store.db import Store
+
+    rows, done = [], set()
+    if db.exists():
+        prior = Store(db, readonly=True)
+        try:
+            rows, done = prior.attempts("WHERE status='OK'"), prior.done_keys()
+        finally:
+            prior.close()
+    todo = [a for a in attempts if a.key not in done]
+    est = estimate(todo, typical_wall(rows), n_devices)
+    out.print(f"already stored: {len(attempts) - len(todo)}; ETA {est.seconds / 60:.1f} min on {n_devices} device(s) "
+              f"({est.from_store} attempts at the median wall_s of earlier OK rows of their backend and mode, "
+              f"{est.by_default} at {DEFAULT_ATTEMPT_S:g} s; worker start-up not included)")
+
+
 def _worker_log_level(verbose: int) -> int:
     import logging
 
@@ -91,7 +132,8 @@ def cmd_run(args, argv) -> int:
     from ..store.db import Store
     from .progress import SweepProgress, summary
 
-    device = _check_device(args.device or _default_device())
+    devices = _check_devices(args)
+    device = devices[0].torch_device if devices else _check_device(args.device or _default_device())
     if args.grid is None and args.config is None:
         args.grid = "smoke" if device == "cpu" else "quick"
     grid_name, workloads = select_workloads(args)
@@ -117,20 +159,31 @@ def cmd_run(args, argv) -> int:
                       log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
                       strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose),
                       compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None)
-    req = RunRequest(device, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
+    label = ",".join(d.label for d in devices) if devices else device
+    req = RunRequest(label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
                      shlex.join(["attnbench"] + list(argv)), args.retry_failed)
-    executor = LocalExecutor(cfg)
+    if devices:
+        from ..runner.multi import MultiExecutor
+
+        executor = MultiExecutor(cfg, devices, args.replicate)
+    else:
+        executor = LocalExecutor(cfg)
     if args.dry_run:
         from collections import Counter
 
-        with err.status(f"starting a worker on {device} to read the device..."):
+        with err.status(f"starting workers on {label} to read the device..."):
             try:
                 attempts = plan_only(executor, req)
             finally:
                 executor.close()
         c = Counter(a.planned.value if a.planned else "TO_RUN" for a in attempts)
-        out.print(f"{len(workloads)} workloads × {len(backends)} backends × {args.repeats} repeats = "
+        copies = f" × {len(devices)} devices" if devices and args.replicate else ""
+        out.print(f"{len(workloads)} workloads × {len(backends)} backends × {args.repeats} repeats{copies} = "
                   f"{len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+        for d, p in zip(devices or (), getattr(executor, "placements", ())):
+            out.print(f"  {d.label}: {p.device_name}, uuid {p.device_uuid or '-'}, "
+                      f"host cores {p.host_cores or 'not pinned'}")
+        _print_eta(attempts, db, len(devices) if devices else 1)
         return 0
     store = Store(db)
     try:
@@ -152,16 +205,24 @@ def cmd_backends(args, argv) -> int:
     if args.json:
         out.print_json(json.dumps(rows))
         return 0
-    t = Table(title="attnbench backends")
-    for c in ("name", "family", "role", "available", "version", "devices", "isolation", "description"):
-        t.add_column(c)
+    # Narrow enough for 80 columns: short cells that never wrap, the description last (it wraps
+    # without borders between its lines), and each reason for unavailability on lines of its own.
+    from rich import box
+
+    t = Table(title="attnbench backends", box=box.SIMPLE_HEAD)
+    for c in ("name", "available", "version", "devices"):
+        t.add_column(c, no_wrap=True)
+    t.add_column("description", overflow="fold")
     for r in rows:
-        avail = "yes" if r["available"] else f"no: {r['why_not']}"
         r = {k: escape(v) if isinstance(v, str) else v for k, v in r.items()}  # plugin and library text
-        avail = escape(avail)
-        t.add_row(r["name"], r["family"], r["role"], avail, str(r["version"]), ",".join(r["devices"]),
-                  r["isolation"], r["description"])
+        t.add_row(r["name"], "yes" if r["available"] else "no", str(r["version"] or "-"), ",".join(r["devices"]),
+                  r["description"])
     out.print(t)
+    missing = [r for r in rows if not r["available"]]
+    if missing:
+        out.print("Not available here:")
+        for r in missing:
+            out.print(f"  {escape(r['name'])}: {escape(str(r['why_not']))}")
     return 0
 
 
@@ -261,6 +322,11 @@ def cmd_import(args, argv) -> int:
     if args.table == "runs":
         n = import_runs(store, rows)
         err.print(f"imported {n} runs ({len(rows) - n} already present) into {args.db}")
+    elif args.table == "model_rows":
+        from ..store.io import import_model_rows
+
+        n = import_model_rows(store, rows)
+        err.print(f"imported {n} new model rows ({len(rows) - n} already present) into {args.db}")
     else:
         n = import_rows(store, rows)
         err.print(f"imported {n} new attempts ({len(rows) - n} already present) into {args.db}")

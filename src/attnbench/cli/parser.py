@@ -53,6 +53,14 @@ def build_parser() -> Parser:
     r.add_argument("--backends", type=_csv, help="comma list of backend names (default: all)")
     r.add_argument("--modes", type=_csv, help="keep only these modes (train_fwd,train_fwd_bwd,prefill,decode)")
     r.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
+    r.add_argument("--devices", metavar="all|0,1,...",
+                   help="run on several devices at once, one warm worker set per device pinned to host cores of "
+                        "its own, each pulling whole (repeat, workload) groups: all (every visible GPU), CUDA indices "
+                        "(0,1), or cpu:0,cpu:1 (fake CPU devices, for tests and laptops); the plan is sharded "
+                        "(attempt keys as on one device) unless --replicate")
+    r.add_argument("--replicate", action="store_true",
+                   help="with --devices: every device runs the whole plan, its attempts keyed by the device's UUID "
+                        "(their comparison is the method's noise floor)")
     r.add_argument("--db", default=DEFAULT_DB, help=f"SQLite store (default: ./{DEFAULT_DB})")
     r.add_argument("--repeats", type=int, default=3,
                    help="process-level repeats of every attempt (default 3: the fewest from which a lead's "
@@ -87,7 +95,8 @@ def build_parser() -> Parser:
                         "after the first are cache hits); default: a fresh directory for each run, removed after "
                         "it, so cold_start_us always includes compilation")
     r.add_argument("--dry-run", action="store_true",
-                   help="print the plan's counts and exit (starts one worker to read the device; writes nothing)")
+                   help="print the plan's counts and an ETA (median wall_s per backend and mode of earlier OK rows "
+                        "in --db, else 10 s an attempt) and exit (starts workers to read the device; writes nothing)")
     r.add_argument("--retry-failed", action="store_true",
                    help="on resume, run again the attempts of this tag that ended TIMEOUT, CRASH or ERROR "
                         "(their rows are replaced)")
@@ -139,8 +148,9 @@ def build_parser() -> Parser:
     x.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the --out name")
     x.add_argument("--out", required=True, metavar="FILE",
                    help="the file to write, e.g. results.jsonl.gz (its suffix gives the format)")
-    x.add_argument("--table", choices=("attempts", "runs"), default="attempts",
-                   help="runs: one row per invocation with its provenance (device, toolkit, ceilings)")
+    x.add_argument("--table", choices=("attempts", "runs", "model_rows"), default="attempts",
+                   help="runs: one row per invocation with its provenance (device, toolkit, ceilings); "
+                        "model_rows: the rows of `attnbench model`")
     x.add_argument("--tag", dest="tags", action="append", metavar="TAG",
                    help="keep only rows (attempts, or runs with --table runs) whose sweep tag is TAG; repeatable "
                         "(any of them); a tag no row of the table has is an error and nothing is written")
@@ -154,7 +164,7 @@ def build_parser() -> Parser:
     i.add_argument("--format", choices=("jsonl", "csv", "parquet", "table"),
                    help="default: from the file name; table: another tool's results as CSV (docs: "
                         "attnbench.store.table_import)")
-    i.add_argument("--table", choices=("attempts", "runs"), default="attempts",
+    i.add_argument("--table", choices=("attempts", "runs", "model_rows"), default="attempts",
                    help="which table the file holds (default attempts; runs: an export made with --table runs)")
 
     from .comparison_args import add_comparison_commands  # analyze, compare, advise

@@ -6,8 +6,9 @@ from ..record import COLUMNS, JSON_NAMES, NAMES, Status
 # 1: the first schema. 2: dispatch_main_family, dispatch_attention_family, device_uuid.
 # 3: kernel_us, timed_over_kernel, host_bound, warm-up and sample stationarity, clocks over the
 # timed window. An older store gains the new columns when it is opened: every change so far only
-# adds columns.
-SCHEMA_VERSION = 3
+# adds columns. 4: host_cores (the cores a multi-device run pinned the attempt's workers to),
+# backend_version, inputs (the input distribution), hard_err_ratio, undeclared_share.
+SCHEMA_VERSION = 4
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):
