@@ -290,6 +290,7 @@ def test_model_rows_round_trip(tmp_path):
     store = Store(tmp_path / "s.sqlite")
     ok = model_rows.finish(_row())
     assert ok["median_us"] == 2.0 and ok["p95_us"] == pytest.approx(2.9)
+    model_rows.ensure(store.con)
     assert model_rows.insert(store.con, ok)
     assert not model_rows.insert(store.con, ok)  # one row per key
     bad = model_rows.finish(_row(1, status="UNSUPPORTED", reason="no attend", share_diff=0.3))

@@ -49,6 +49,7 @@ def model_store(path: Path) -> Path:
     """A store whose model_rows hold rows(), with its run."""
     s = Store(path)
     s.start_run("run-model", "default", "model:tiny", "attnbench model", DEVICE, {"device": {"name": DEVICE}})
+    model_rows.ensure(s.con)
     for r in rows():
         assert model_rows.insert(s.con, r)
     s.finish_run("run-model")

@@ -27,7 +27,7 @@ EXECUTOR = "executor"  # where the attempt ran and how long it took as a whole
 ATTEMPT = "attempt"  # measured inside the worker (runner/attempt.py)
 DERIVED = "derived"  # computed from other columns when the record is finished
 
-_SQL = {int: "INTEGER", bool: "INTEGER", float: "REAL", str: "TEXT", list: "TEXT", dict: "TEXT"}
+SQL_TYPES = {int: "INTEGER", bool: "INTEGER", float: "REAL", str: "TEXT", list: "TEXT", dict: "TEXT"}
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Column:
 
     @property
     def sql(self) -> str:
-        return _SQL[self.type]
+        return SQL_TYPES[self.type]
 
     @property
     def json(self) -> bool:

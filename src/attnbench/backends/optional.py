@@ -7,7 +7,7 @@ import importlib
 from importlib import metadata
 
 from ..workloads import Workload
-from .base import Rejected
+from .base import Backend, Prepared, Rejected
 
 # What libraries raise when they refuse a configuration (FA4 asserts its limits; cuDNN and JAX raise
 # ValueError/RuntimeError with these words). A CUDA fault is none of these and stays an error, and so
@@ -84,6 +84,11 @@ def call_rejecting(fn, lib: str):
         raise Rejected(f"{lib} refused: {type(e).__name__}: {first}") from None
 
 
+def _out(o):
+    """The output of a FlashAttention-style call: some builds return (out, lse)."""
+    return o[0] if isinstance(o, tuple) else o
+
+
 def flash_attend(fn, lib: str, q, k, v, causal: bool, causal_align: str, scale, window):
     """Backend.attend() for FlashAttention-style functions (fn(q, k, v, softmax_scale=, causal=,
     window_size=) on (B, N, H, D)): the caller's (B, H, N, D) views are transposed (views, no copy),
@@ -94,4 +99,48 @@ def flash_attend(fn, lib: str, q, k, v, causal: bool, causal_align: str, scale, 
     kw = {"window_size": (window - 1, 0)} if window and causal else {}
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     o = fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=causal, **kw)
-    return (o[0] if isinstance(o, tuple) else o).transpose(1, 2)
+    return _out(o).transpose(1, 2)
+
+
+class FlashStyle(Backend):
+    """A backend over a FlashAttention-style `flash_attn_func(q, k, v, softmax_scale=, causal=)` on
+    (B, N, H, D) tensors, causal aligned bottom-right, backward through torch autograd. A library
+    sets: `module` (where flash_attn_func lives), `lib` (its name in reasons), `hint` (the install
+    hint), `dists` ((distribution, module) pairs its version is read from, in order) and
+    `call_kwargs` (fixed extra arguments)."""
+
+    module = ""
+    lib = ""
+    hint = ""
+    dists: tuple = ()
+    call_kwargs: dict = {}
+
+    def _func(self):
+        return importlib.import_module(self.module).flash_attn_func
+
+    def availability(self) -> str | None:
+        return import_hint(self.module, self.hint, attr="flash_attn_func")
+
+    def version(self) -> str | None:
+        for dist, module in self.dists:
+            v = dist_version(dist, module)
+            if v:
+                return v
+        return None
+
+    def extra_supports(self, w: Workload, dev) -> str | None:
+        return bottom_right_only(w, self.lib)
+
+    def prepare(self, w: Workload, inputs) -> Prepared:
+        fn = self._func()
+        # (B, N, H, D) views: a BHND workload's are transposed views the library may copy (timed)
+        q, k, v = (to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+
+        def step():
+            return from_bnhd(_out(fn(q, k, v, softmax_scale=inputs.scale, causal=w.causal, **self.call_kwargs)),
+                             w.layout)
+
+        return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib))
+
+    def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
+        return flash_attend(self._func(), self.lib, q, k, v, causal, causal_align, scale, window)

@@ -103,16 +103,21 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     return p
 
 
+@cache
+def _cuda_device_type():
+    import torch
+
+    return torch.autograd.DeviceType.CUDA
+
+
 def _kind(e) -> str:
     """The event's kineto activity type; a torch without activity_type() (2.11) tells user ranges
     by is_user_annotation() and the rest by device type."""
-    import torch
-
     if hasattr(e, "activity_type"):
         return e.activity_type()
     if e.is_user_annotation():
         return "user_annotation"
-    return "kernel" if e.device_type() == torch.autograd.DeviceType.CUDA else "cpu_op"
+    return "kernel" if e.device_type() == _cuda_device_type() else "cpu_op"
 
 
 def _ns(e) -> int:

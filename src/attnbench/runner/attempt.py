@@ -193,6 +193,15 @@ def _mutated(before: dict, inputs, phase: str, decode: bool) -> str | None:
     return f"input {', '.join(changed)} changed during {phase}{cache}: a kernel must not write its inputs"
 
 
+def _check_on(w, call, inputs, cache, device: str, seed: int, dist: str, tol, hard: bool = False):
+    """`call` on the values refill(seed, dist) writes into the input tensors, checked against their
+    own reference. The caller writes the workload's own values back."""
+    refill(inputs, w, seed, dist)
+    out = call()
+    timing.sync(device)
+    return correctness.check(w, out, inputs, cache.reference(w, seed, dist), tol, hard=hard)
+
+
 def _hard_inputs(w, step, inputs, cache, device, seed, dist, tol) -> tuple[str | None, float | None]:
     """The step on each hard distribution the timed calls do not use (outliers, large logits), against
     its own reference and the dtype's hard-input tolerance; the workload's values are restored after.
@@ -200,12 +209,7 @@ def _hard_inputs(w, step, inputs, cache, device, seed, dist, tol) -> tuple[str |
     worst = None
     try:
         for i, hard in enumerate(d for d in DISTRIBUTIONS if d != "normal" and d != dist):
-            hard_seed = seed + 2_000_003 + i
-            refill(inputs, w, hard_seed, hard)
-            out = step()
-            timing.sync(device)
-            verdict = correctness.check(w, out, inputs, cache.reference(w, hard_seed, hard), tol, hard=True)
-            del out
+            verdict = _check_on(w, step, inputs, cache, device, seed + 2_000_003 + i, hard, tol, hard=True)
             worst = max(worst or 0.0, verdict.err_ratio if verdict.err_ratio is not None else float("inf"))
             if not verdict.passed:
                 return f"on {hard} inputs (measure/inputs.py): {verdict.reason}", worst
@@ -218,13 +222,8 @@ def _recheck(w, replay, inputs, cache, device: str, seed: int, dist: str, tol) -
     """The timed path once more, exactly as timed, on new input values written into the same
     tensors: output that does not follow its inputs (a cache, a later call gone wrong, a graph that
     replays nothing) is not OK, whatever kernels ran. The inputs are restored afterwards."""
-    fresh_seed = seed + 1_000_003
-    refill(inputs, w, fresh_seed, dist)
     try:
-        out = replay()
-        timing.sync(device)
-        verdict = correctness.check(w, out, inputs, cache.reference(w, fresh_seed, dist), tol)
-        del out
+        verdict = _check_on(w, replay, inputs, cache, device, seed + 1_000_003, dist, tol)
     finally:
         refill(inputs, w, seed, dist)  # the workload's own values again: the next backend shares them
     if verdict.passed:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..record import SQL_TYPES
 from . import model_rows
 from .db import Store, StoreError
 from .schema import ATTEMPT_COLUMNS, JSON_COLUMNS, RUN_COLUMNS
@@ -36,7 +37,7 @@ TABLES = {
                                 ("attempt_key", "run_id", "backend", "status")),
     "runs": Table.from_spec("runs", RUN_COLUMNS, ("provenance",), ("run_id",)),
     # `attnbench model` rows (store/model_rows.py): validated on import by model_rows.finish
-    "model_rows": Table(model_rows.TABLE, {n: model_rows._SQL[t] for n, t, _, _ in model_rows.COLUMNS},
+    "model_rows": Table(model_rows.TABLE, {n: SQL_TYPES[t] for n, t, _, _ in model_rows.COLUMNS},
                         tuple(n for n in model_rows.NAMES if n in model_rows.JSON_NAMES), model_rows._REQUIRED),
 }
 
@@ -247,6 +248,7 @@ def import_model_rows(store: Store, rows: list[dict]) -> int:
     for run_id in {r["run_id"] for r in rows}:
         store.ensure_run({"run_id": run_id, "tag": next(r["tag"] for r in rows if r["run_id"] == run_id) or "",
                           "grid": "imported", "provenance": {"imported": True}})
+    model_rows.ensure(store.con)
     return sum(model_rows.insert(store.con, r) for r in rows)
 
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import statistics
 
-import numpy as np
-
+from ..record import SQL_TYPES, percentile
 from ..status import Status
 
 TABLE = "model_rows"
-_SQL = {int: "INTEGER", bool: "INTEGER", float: "REAL", str: "TEXT", list: "TEXT", dict: "TEXT"}
 OK_ONLY = "ok"  # only OK rows carry the value
 
 # (name, type, meaning, carried): carried "ok" means cleared on every status but OK
@@ -91,7 +89,7 @@ class ModelRowError(ValueError):
 
 
 def ddl() -> str:
-    cols = ",\n  ".join(f"{n} {_SQL[t]}" + (" NOT NULL UNIQUE" if n == "row_key" else
+    cols = ",\n  ".join(f"{n} {SQL_TYPES[t]}" + (" NOT NULL UNIQUE" if n == "row_key" else
                                               " NOT NULL" if n in _REQUIRED else "") for n, t, _, _ in COLUMNS)
     return f"CREATE TABLE IF NOT EXISTS {TABLE} (\n  {cols}\n)"
 
@@ -113,7 +111,7 @@ def finish(values: dict) -> dict:
                 row[n] = None
     elif row["samples_us"]:
         row["median_us"] = statistics.median(row["samples_us"])
-        row["p95_us"] = float(np.percentile(row["samples_us"], 95))
+        row["p95_us"] = percentile(row["samples_us"], 0.95)
     missing = [n for n in _REQUIRED if row.get(n) is None]
     if status is Status.OK and not row["samples_us"]:
         missing.append("samples_us")
@@ -131,8 +129,8 @@ def ensure(con) -> None:
 
 
 def insert(con, row: dict) -> bool:
-    """Write one finished row in its own transaction; False when its key already has a row."""
-    ensure(con)
+    """Write one finished row in its own transaction (the table made by `ensure`); False when its
+    key already has a row."""
     vals = [json.dumps(row[n]) if n in JSON_NAMES and row[n] is not None else
             int(row[n]) if isinstance(row[n], bool) else row[n] for n in NAMES]
     with con:
@@ -158,4 +156,6 @@ def rows(con, where: str = "", params: tuple = ()) -> list[dict]:
 
 def keys(con) -> set[str]:
     """row_keys already stored (resume skips them)."""
-    return {r["row_key"] for r in rows(con)}
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (TABLE,)).fetchone():
+        return set()
+    return {k for (k,) in con.execute(f"SELECT row_key FROM {TABLE}")}
