@@ -7,17 +7,17 @@ import pytest
 import torch
 
 from attnbench.backends.kernels import KernelFamily
-from attnbench.measure.dispatch import Classifier, default_classifier, probe, summarize
+from attnbench.measure.dispatch import Classifier, Probe, default_classifier, probe, summarize, undeclared_share
 
 CLASSIFIER = default_classifier()
 family_of = CLASSIFIER.family_of
 ATTENTION_FAMILIES = CLASSIFIER.attention
 
 
-def mismatch(expected, observed):
+def mismatch(expected, observed, attention=ATTENTION_FAMILIES, probe_=None, side=frozenset()):
     from attnbench.measure.dispatch import mismatch as rule
 
-    return rule(expected, observed, ATTENTION_FAMILIES)
+    return rule(expected, observed, attention, probe_, side)
 
 NAMES = [
     # FlashAttention-2 inside PyTorch
@@ -104,6 +104,13 @@ def test_mismatch_rules():
     gemm = frozenset({"unfused-gemm"})
     assert mismatch(gemm, ["unfused-gemm"]) is None
     assert "undeclared" in mismatch(gemm, ["unfused-gemm", "pytorch-flash-cpu"])
+    # side families (layout conversions) may take any share, but never stand in for the declared one
+    p = Probe(families=["cudnn", "xla"], shares={"cudnn": 0.4, "xla": 0.6}, status="probed")
+    cudnn, xla = frozenset({"cudnn"}), frozenset({"xla"})
+    assert "xla 60%" in mismatch(cudnn, p.families, ATTENTION_FAMILIES, p)
+    assert mismatch(cudnn, p.families, ATTENTION_FAMILIES, p, side=xla) is None
+    assert undeclared_share(cudnn, p) == 0.6 and undeclared_share(cudnn, p, xla) == 0.0
+    assert "observed ['xla']" in mismatch(cudnn, ["xla"], ATTENTION_FAMILIES, side=xla)
     many = frozenset({"triton", "unfused-gemm", "pytorch-flash"})
     assert mismatch(many, ["triton"]) is None
     assert mismatch(many, ["triton", "cudnn"]) is not None

@@ -552,3 +552,16 @@ def test_xformers_attend_and_capability(monkeypatch):
         b.attend(q, k, v, causal=True, causal_align="top_left", window=3)
     blackwell = DeviceInfo("cuda", "B200", (10, 0))
     assert "up to compute capability 9.0" in b.supports(w_(dtype="bf16"), blackwell)
+
+
+def test_jax_release_drops_its_pool_and_the_next_call_still_runs():
+    """Between workloads jax's compiled functions and client (its memory pool) are dropped; a later
+    workload compiles and runs again; a backend never used releases nothing."""
+    jax = pytest.importorskip("jax")
+    b = backend("jax-xla")
+    q, k, v = torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)
+    before = b.attend(q, k, v)
+    client = jax.devices()[0].client
+    b.release()
+    assert "_attend_fns" not in b.__dict__ and jax.devices()[0].client is not client
+    assert torch.allclose(b.attend(q, k, v), before)

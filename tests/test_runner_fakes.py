@@ -74,6 +74,8 @@ def test_good_is_ok_with_samples_and_checks(w):
     ("fake-oom", PREFILL, "OOM", "OutOfMemoryError: fake: tried to allocate 1.00 TiB"),
     ("fake-mutates", DECODE, "INCORRECT", "the KV cache"),
     ("fake-host-oom", PREFILL, "OOM", "DefaultCPUAllocator: not enough memory"),
+    ("fake-library-oom", PREFILL, "OOM", "XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory"),
+    ("fake-side-only", PREFILL, "DISPATCH_MISMATCH", "declared ['pytorch-flash-cpu'] but observed ['unfused-gemm']"),
     ("fake-wrong-dtype", PREFILL, "INCORRECT", "o is float64, expected float32"),
     ("fake-detached", TRAIN_FWD, "INCORRECT", "o does not require grad"),
     ("fake-later-garbage", PREFILL, "INCORRECT", "after timing, on new input values"),
@@ -97,6 +99,30 @@ def test_each_failure_becomes_its_status(name, w, status, text):
     assert text in res["reason"]
     if status in ("INCORRECT", "DISPATCH_MISMATCH") and "after timing" not in res["reason"]:
         assert "samples_us" not in res  # nothing is timed after a failed check or probe
+
+
+def test_side_families_are_not_an_undeclared_path():
+    res = run_one("fake-partly-fused-side", PREFILL_GQA)
+    assert res["status"] == "OK", res["reason"]
+    assert res["undeclared_share"] == 0.0 and "unfused-gemm" in res["dispatch_families"]
+
+
+def test_kernel_time_is_the_faster_of_the_two_probes(monkeypatch):
+    """A probe that met a GPU at idle clocks overstates the kernels: the timing cross-check uses the
+    smaller per-call device time of the probes before and after timing."""
+    from attnbench.measure import dispatch
+
+    real, seen = dispatch.probe, []
+
+    def probe(*a, **k):
+        p = real(*a, **k)
+        p.kernel_us = [900.0, 450.0][len(seen)]
+        seen.append(p.kernel_us)
+        return p
+
+    monkeypatch.setattr(dispatch, "probe", probe)
+    res = run_one("fake-good", PREFILL)
+    assert seen == [900.0, 450.0] and res["kernel_us"] == 450.0
 
 
 def test_correct_backends_sharing_a_worker_after_a_mutating_one_stay_ok():
@@ -616,3 +642,19 @@ def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named):
         assert used == str(cache)
     else:
         assert "attnbench-compile-" in used and not Path(used).exists()  # removed with the run
+
+
+@pytest.mark.slow
+def test_a_new_workload_asks_the_worker_s_backends_to_give_back_their_pools(tmp_path, monkeypatch):
+    """A library's own memory pool (XLA's) is invisible to torch's allocator: when the workers drop a
+    workload, each backend's release() is called, so the next workload's backends find the memory."""
+    from attnbench.cli.main import main
+
+    log = tmp_path / "released.txt"
+    monkeypatch.setenv("ATTNBENCH_FAKE_RELEASE_LOG", str(log))  # inherited by the spawned workers
+    grid = tmp_path / "tiny.yaml"
+    grid.write_text(TINY_GRID)
+    rc = main(["run", "--repeats", "1", "--config", str(grid), "--plugin", FAKES, "--backends", "fake-holds-pool",
+               "--db", str(tmp_path / "s.sqlite"), "--max-time", "0.05", "--device", "cpu"])
+    assert rc == 0 and [r["status"] for r in rows_of(tmp_path / "s.sqlite")] == ["OK", "OK"]
+    assert log.read_text().split().count("fake-holds-pool") >= 1  # between the two workloads

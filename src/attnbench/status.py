@@ -16,3 +16,8 @@ class Status(str, Enum):
 
 
 ORDER = [s.value for s in Status]
+
+
+# Out of memory in a library's own words: the CPU allocator's, a CUDA call's, XLA's (JAX), cuDNN's
+OOM_WORDS = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory",
+             "CUDA error: out of memory", "RESOURCE_EXHAUSTED: Out of memory", "CUDNN_STATUS_ALLOC_FAILED")

@@ -97,6 +97,33 @@ class HostOom(_Base):
         return fn
 
 
+class LibraryOom(_Base):
+    """A library's allocator failing in its own words (XLA's, raised as a RuntimeError subclass)."""
+
+    def prepare(self, w, inputs):
+        class XlaRuntimeError(RuntimeError):
+            pass
+
+        def fn():
+            raise XlaRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 80.00GiB with "
+                                  "allocator GPU_0_bfc on device 0.")
+
+        return fn
+
+
+class HoldsPool(Good):
+    """Correct, and holds a pool of its own between workloads: release() says when it was asked to
+    give it back (one line per call in the file named by ATTNBENCH_FAKE_RELEASE_LOG)."""
+
+    def release(self):
+        import os
+
+        path = os.environ.get("ATTNBENCH_FAKE_RELEASE_LOG")
+        if path:
+            with open(path, "a") as f:
+                f.write(f"{self.name}\n")
+
+
 class Wrong(_Base):
     """Returns plausible but wrong values (scaled output)."""
 
@@ -347,6 +374,14 @@ BACKENDS = [
     Cached(name="fake-cached-result", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     ScalesQ(name="fake-scales-q", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     HostOom(name="fake-host-oom", family="plugin", kernel_families=GEMM),
+    LibraryOom(name="fake-library-oom", family="plugin", kernel_families=GEMM),
+    HoldsPool(name="fake-holds-pool", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA),
+    # the fused kernel for one KV group, GEMMs for the rest; GEMMs declared as side work (layout
+    # conversions): not an undeclared path, so OK
+    PartlyFused(name="fake-partly-fused-side", family="plugin", kernel_families=FLASH, side_families=GEMM,
+                devices=("cpu",), modes=("prefill",)),
+    # side work alone never stands in for the declared kernel
+    Good(name="fake-side-only", family="plugin", kernel_families=FLASH, side_families=GEMM),
     WrongDtype(name="fake-wrong-dtype", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     Detached(name="fake-detached", family="plugin", kernel_families=GEMM, modes=("train_fwd",)),
     OneHeadWrong(name="fake-one-head-wrong", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),

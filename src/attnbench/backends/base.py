@@ -107,6 +107,9 @@ class Backend:
     family: str  # library family: reference, sdpa, flex, compile, plugin, ...
     role: str = CONTESTANT  # contestant | accuracy_reference
     kernel_families: dict[str, frozenset[str]] = field(default_factory=dict)  # device type -> families
+    # device type -> families allowed beside the declared ones (layout conversions the library needs
+    # on this project's tensors): not counted as undeclared work, but never enough on their own
+    side_families: dict[str, frozenset[str]] = field(default_factory=dict)
     kernel_patterns: tuple[KernelFamily, ...] = ()  # how this library's kernels are named
     modes: tuple[str, ...] = MODES
     dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")
@@ -183,6 +186,15 @@ class Backend:
     def expected_kernels(self, device_type: str) -> frozenset[str]:
         """Kernel families the dispatch probe must observe for this backend on this device."""
         return self.kernel_families.get(device_type, frozenset())
+
+    def side_kernels(self, device_type: str) -> frozenset[str]:
+        """Families that may run beside the expected ones (e.g. XLA's transposes around JAX's cuDNN
+        kernel) without counting as an undeclared path; they never stand in for an expected family."""
+        return self.side_families.get(device_type, frozenset())
+
+    def release(self) -> None:
+        """Give back what this backend's library holds between workloads (e.g. a device memory pool
+        torch's allocator cannot see); called when the worker drops a workload's inputs."""
 
     def memory_estimate(self, w: Workload) -> int:
         """Predicted peak bytes of one attempt (inputs included); fused kernels need ~inputs."""

@@ -16,7 +16,9 @@ set): the probe cannot hold it to one, and the correctness checks (first call, h
 new values) still guard it."""
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 
 from ..workloads import Workload
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared, Rejected
@@ -30,13 +32,26 @@ KERNELS = (KernelFamily("xla", r"fusion|^wrapped_|^(loop|input)_\w+"),)
 HINT = "jax is not importable: pip install 'attnbench[jax]' (jax; for CUDA jax[cuda13])"
 
 
-def _jax():
-    # JAX takes 75% of the GPU's memory at start-up unless told not to: torch shares the device
+def _jax(device=None):
+    """jax, told before its first use on a GPU: take no memory ahead (torch shares the device) and
+    use only `device`'s GPU (left alone, it opens a context and a pool on every GPU of the host, and
+    makes another GPU the current one)."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    first = "jax" not in sys.modules
     import jax
     import jax.dlpack  # noqa: F401
 
+    if first and device is not None and device.type == "cuda":
+        jax.config.update("jax_cuda_visible_devices", str(device.index or 0))
     return jax
+
+
+def _on(device):
+    """torch's current device set to `device` while tensors cross by DLPack (torch refuses to
+    export a tensor of another GPU than the current one)."""
+    import torch
+
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def mask_args(nq: int, nkv: int, causal: bool, align: str, window: int | None = None) -> dict:
@@ -100,7 +115,7 @@ class JaxAttention(Backend):
     def prepare(self, w: Workload, inputs: Inputs) -> Prepared:
         import torch
 
-        jax = _jax()
+        jax = _jax(inputs.q.device)
         attention = attention_fn(jax, w.q_len, w.kv_len, w.causal, w.causal_align, inputs.scale, self.implementation,
                                  w.layout == "BHND")
         impl = self.implementation
@@ -115,16 +130,19 @@ class JaxAttention(Backend):
         to_torch = torch.utils.dlpack.from_dlpack
         grads: list = []
 
+        dev = inputs.q.device
+
         def step():
-            args = [to_jax(t.detach()) for t in (inputs.q, inputs.k, inputs.v)]
-            if train:
-                args.append(to_jax(inputs.do))
-            res = fn(*args)
-            jax.block_until_ready(res)  # finished work for the caller's stream and clock
-            if not train:
-                return to_torch(res)
-            grads[:] = [to_torch(g) for g in res[1:]]
-            return to_torch(res[0])
+            with _on(dev):
+                args = [to_jax(t.detach()) for t in (inputs.q, inputs.k, inputs.v)]
+                if train:
+                    args.append(to_jax(inputs.do))
+                res = fn(*args)
+                jax.block_until_ready(res)  # finished work for the caller's stream and clock
+                if not train:
+                    return to_torch(res)
+                grads[:] = [to_torch(g) for g in res[1:]]
+                return to_torch(res[0])
 
         def backward(out, d_out):
             if d_out is not inputs.do:  # the gradients were computed with inputs.do in the step
@@ -142,16 +160,30 @@ class JaxAttention(Backend):
         nq, nkv = q.shape[2], k.shape[2]
         if self.implementation == "cudnn" and "mask_offset" in mask_args(nq, nkv, causal, causal_align, window):
             raise Rejected(f"{self.name}: this causal rule needs a mask, which JAX's cuDNN path does not take")
-        jax = _jax()
+        jax = _jax(q.device)
         scale = q.shape[-1] ** -0.5 if scale is None else scale
         key = (tuple(q.shape), tuple(k.shape), str(q.dtype), causal, causal_align, window, scale)
         fns = self.__dict__.setdefault("_attend_fns", {})  # compiled once per shape, as a model's jit is
         if key not in fns:
             fns[key] = jax.jit(attention_fn(jax, nq, nkv, causal, causal_align, scale, self.implementation, True,
                                             window))
-        o = fns[key](*(jax.dlpack.from_dlpack(t.detach()) for t in (q, k, v)))
-        jax.block_until_ready(o)
-        return torch.utils.dlpack.from_dlpack(o)
+        with _on(q.device):
+            o = fns[key](*(jax.dlpack.from_dlpack(t.detach()) for t in (q, k, v)))
+            jax.block_until_ready(o)
+            return torch.utils.dlpack.from_dlpack(o)
+
+    def release(self) -> None:
+        """XLA keeps a memory pool of its own that torch's allocator cannot use: between workloads
+        the compiled functions and the client holding the pool are dropped (the next workload
+        compiles anew, as it would for its new shapes)."""
+        jax = sys.modules.get("jax")
+        if jax is None:
+            return
+        self.__dict__.pop("_attend_fns", None)
+        jax.clear_caches()
+        from jax.extend.backend import clear_backends
+
+        clear_backends()
 
 
 def make() -> list[Backend]:
@@ -162,6 +194,8 @@ def make() -> list[Backend]:
                        description="JAX dot_product_attention, XLA", **common)
     cudnn = JaxAttention(name="jax-cudnn", devices=("cuda",), dtypes=("bf16", "fp16"), min_capability=(8, 0),
                          max_head_dim=256, kernel_families={"cuda": frozenset({"cudnn"})},
+                         # XLA's transposes between this project's layouts and JAX's BTNH
+                         side_families={"cuda": frozenset({"xla"})},
                          description="JAX dot_product_attention, cuDNN", **common)
     cudnn.implementation = "cudnn"
     return [xla, cudnn]

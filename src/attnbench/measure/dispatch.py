@@ -170,16 +170,17 @@ def summarize(weight: Counter, classifier: Classifier) -> Probe:
                  shares={f: round(w / total, 4) for f, w in by_family.items()}, status="probed")
 
 
-def undeclared_share(expected: frozenset[str], p: Probe) -> float | None:
+def undeclared_share(expected: frozenset[str], p: Probe, side: frozenset[str] = frozenset()) -> float | None:
     """Share of the probed time in recognised families the backend does not declare (None when it
-    declares none: nothing to hold it to)."""
+    declares none: nothing to hold it to). `side`: families allowed beside the declared ones."""
     if not expected or p.status != "probed":
         return None
-    return round(sum(v for f, v in p.shares.items() if f != "other" and f not in expected), 4)
+    allowed = expected | side
+    return round(sum(v for f, v in p.shares.items() if f != "other" and f not in allowed), 4)
 
 
 def mismatch(expected: frozenset[str], observed: list[str], attention: frozenset[str],
-             probe_: Probe | None = None) -> str | None:
+             probe_: Probe | None = None, side: frozenset[str] = frozenset()) -> str | None:
     """Why what ran is not what the backend declares, or None.
 
     Mismatch: none of the declared families ran, another attention kernel family ran, or an
@@ -192,9 +193,10 @@ def mismatch(expected: frozenset[str], observed: list[str], attention: frozenset
     foreign = (seen & attention) - expected
     if foreign:
         return f"declared {sorted(expected)} but an undeclared attention kernel ran: {sorted(foreign)}"
-    share = undeclared_share(expected, probe_) if probe_ is not None else None
+    share = undeclared_share(expected, probe_, side) if probe_ is not None else None
     if share is not None and share > MATERIAL_SHARE:
-        parts = sorted(((v, f) for f, v in probe_.shares.items() if f != "other" and f not in expected), reverse=True)
+        parts = sorted(((v, f) for f, v in probe_.shares.items() if f != "other" and f not in expected | side),
+                       reverse=True)
         what = ", ".join(f"{f} {v:.0%}" for v, f in parts)
         return (f"declared {sorted(expected)} but undeclared kernels took {share:.0%} of the time ({what}; "
                 f"more than {MATERIAL_SHARE:.0%}): the declared kernel did only part of the work")

@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..backends.base import Backend, DeviceInfo, Rejected
 from ..measure import memory, timing
-from ..status import Status
+from ..status import OOM_WORDS, Status
 from ..store import model_rows
 from .amdahl import compare, kernel_medians
 from .check import check, yardstick
@@ -28,7 +28,6 @@ from .share import model_families, profile_share, profiler_share, share_by_diffe
 from .steps import StepSpec, attention_workload, build, validate
 
 log = logging.getLogger(__name__)
-_HOST_OOM = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
 _BROKEN = ("illegal memory access", "device-side assert", "unspecified launch failure", "misaligned address")
 
 
@@ -238,7 +237,7 @@ def _failure(e: BaseException, device: str) -> dict:
     import torch
 
     msg = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:500]}"
-    if isinstance(e, (torch.OutOfMemoryError, MemoryError)) or any(t in str(e) for t in _HOST_OOM):
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)) or any(t in str(e) for t in OOM_WORDS):
         return {"status": Status.OOM.value, "reason": msg}
     broken = msg if any(t in str(e) for t in _BROKEN) else None
     if device.startswith("cuda") and not broken:

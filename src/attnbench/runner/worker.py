@@ -115,6 +115,11 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             return
         if op == "release":
             cache.clear()
+            for b in backends.values():
+                try:
+                    b.release()
+                except Exception:  # a library that cannot let go keeps its pool; the next attempt says if that hurts
+                    logging.getLogger(__name__).warning("%s: release failed", b.name, exc_info=True)
             attempt.free_memory()
             conn.send({"ok": True})
             continue
