@@ -375,7 +375,7 @@ BACKENDS = [
     ScalesQ(name="fake-scales-q", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     HostOom(name="fake-host-oom", family="plugin", kernel_families=GEMM),
     LibraryOom(name="fake-library-oom", family="plugin", kernel_families=GEMM),
-    HoldsPool(name="fake-holds-pool", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA),
+    HoldsPool(name="fake-holds-pool", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA, holds_pool=True),
     # the fused kernel for one KV group, GEMMs for the rest; GEMMs declared as side work (layout
     # conversions): not an undeclared path, so OK
     PartlyFused(name="fake-partly-fused-side", family="plugin", kernel_families=FLASH, side_families=GEMM,

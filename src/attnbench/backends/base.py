@@ -124,6 +124,9 @@ class Backend:
     # "worker": the repeat's shared worker; "backend": a worker of its own per repeat (compile-based
     # backends: no other backend's compiler state); "attempt": a fresh process for every attempt
     isolation: str = "worker"
+    # a memory pool of its own that outlives a call (XLA's): release() after every attempt, so that
+    # the next backend on the GPU finds the memory (without it, release() runs between workloads)
+    holds_pool: bool = False
     description: str = ""
 
     # ---- availability -----------------------------------------------------------------------

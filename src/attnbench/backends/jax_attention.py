@@ -32,17 +32,13 @@ KERNELS = (KernelFamily("xla", r"fusion|^wrapped_|^(loop|input)_\w+"),)
 HINT = "jax is not importable: pip install 'attnbench[jax]' (jax; for CUDA jax[cuda13])"
 
 
-def _jax(device=None):
-    """jax, told before its first use on a GPU: take no memory ahead (torch shares the device) and
-    use only `device`'s GPU (left alone, it opens a context and a pool on every GPU of the host, and
-    makes another GPU the current one)."""
+def _jax():
+    """jax, told before its first use on a GPU to take no memory ahead: torch shares the device. (It
+    still opens a context on every GPU of the host, and may leave another GPU current: see _on().)"""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    first = "jax" not in sys.modules
     import jax
     import jax.dlpack  # noqa: F401
 
-    if first and device is not None and device.type == "cuda":
-        jax.config.update("jax_cuda_visible_devices", str(device.index or 0))
     return jax
 
 
@@ -115,7 +111,7 @@ class JaxAttention(Backend):
     def prepare(self, w: Workload, inputs: Inputs) -> Prepared:
         import torch
 
-        jax = _jax(inputs.q.device)
+        jax = _jax()
         attention = attention_fn(jax, w.q_len, w.kv_len, w.causal, w.causal_align, inputs.scale, self.implementation,
                                  w.layout == "BHND")
         impl = self.implementation
@@ -160,7 +156,7 @@ class JaxAttention(Backend):
         nq, nkv = q.shape[2], k.shape[2]
         if self.implementation == "cudnn" and "mask_offset" in mask_args(nq, nkv, causal, causal_align, window):
             raise Rejected(f"{self.name}: this causal rule needs a mask, which JAX's cuDNN path does not take")
-        jax = _jax(q.device)
+        jax = _jax()
         scale = q.shape[-1] ** -0.5 if scale is None else scale
         key = (tuple(q.shape), tuple(k.shape), str(q.dtype), causal, causal_align, window, scale)
         fns = self.__dict__.setdefault("_attend_fns", {})  # compiled once per shape, as a model's jit is
@@ -173,9 +169,9 @@ class JaxAttention(Backend):
             return torch.utils.dlpack.from_dlpack(o)
 
     def release(self) -> None:
-        """XLA keeps a memory pool of its own that torch's allocator cannot use: between workloads
-        the compiled functions and the client holding the pool are dropped (the next workload
-        compiles anew, as it would for its new shapes)."""
+        """XLA keeps a memory pool of its own (up to 75 % of the GPU) that torch's allocator cannot
+        use: after every attempt (holds_pool) the compiled functions and the client holding the pool
+        are dropped; the next attempt compiles anew, as it would for its new shapes."""
         jax = sys.modules.get("jax")
         if jax is None:
             return
@@ -188,7 +184,7 @@ class JaxAttention(Backend):
 
 def make() -> list[Backend]:
     common = dict(family="jax", role=CONTESTANT, modes=("train_fwd_bwd", "prefill", "decode"), supports_graph=False,
-                  isolation="backend")
+                  isolation="backend", holds_pool=True)
     xla = JaxAttention(name="jax-xla", devices=("cpu", "cuda"), kernel_patterns=KERNELS,
                        kernel_families={"cuda": frozenset({"xla", "unfused-gemm", "triton"}), "cpu": frozenset()},
                        description="JAX dot_product_attention, XLA", **common)

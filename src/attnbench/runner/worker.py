@@ -72,6 +72,13 @@ def _warm_up(device: str, compiler: bool) -> None:
             torch._dynamo.reset()
 
 
+def _release(backend) -> None:
+    try:
+        backend.release()
+    except Exception:  # a library that cannot let go keeps its pool; the next attempt says if that hurts
+        logging.getLogger(__name__).warning("%s: release failed", backend.name, exc_info=True)
+
+
 def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
                 log_path: str | None = None, warm: dict | None = None) -> None:
     if warm and warm.get("cores") and hasattr(os, "sched_setaffinity"):  # before torch sizes its thread pools
@@ -116,10 +123,7 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
         if op == "release":
             cache.clear()
             for b in backends.values():
-                try:
-                    b.release()
-                except Exception:  # a library that cannot let go keeps its pool; the next attempt says if that hurts
-                    logging.getLogger(__name__).warning("%s: release failed", b.name, exc_info=True)
+                _release(b)
             attempt.free_memory()
             conn.send({"ok": True})
             continue
@@ -131,7 +135,10 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
                 conn.send({"ok": False, "error": f"{type(e).__name__}: {e}"})
             continue
         if op == "attempt":
-            res = attempt.run(msg, backends[msg["backend"]], cache, classifier)
+            backend = backends[msg["backend"]]
+            res = attempt.run(msg, backend, cache, classifier)
+            if backend.holds_pool:
+                _release(backend)
             if res.get("status") != "OK":
                 cache.clear()  # a failed backend may have scribbled on the shared inputs
             conn.send(res)
