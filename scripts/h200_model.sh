@@ -6,7 +6,7 @@
 #   3. the model steps with --kernel-db: prefill 8k and 32k (B=1), decode B=32 against an 8k cache
 #      (eager and CUDA graph), training at 4k (B=TRAIN_BATCH, default 4), into $OUT/model.sqlite;
 #   4. the table (attnbench model --show) and $OUT/model_rows.jsonl.
-# Both commands share one compiler cache ($OUT/compile-cache): flex's cold starts in step 3 are cache
+# Both commands share one compiler cache ($CC, under /tmp): flex's cold starts in step 3 are cache
 # hits of step 2's compilation (COLD=1 gives the model its own empty cache: slower, cold starts whole).
 # About 6-8 minutes; every command is resumable: run the script again to finish what a timeout cut.
 set -u
@@ -14,7 +14,7 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-100}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LAYERS=${LAYERS:-4} CONFIG=${CONFIG:-llama3.1-8b} DEVICE=${DEVICE:-cuda}
 BK=${BACKENDS:-sdpa-flash,sdpa-cudnn,sdpa-efficient,flex}
-CC=$OUT/compile-cache
+CC=${CC:-/tmp/attnbench-model-cache}  # outside $OUT: thousands of files, and a home for the compiler
 KDB=$OUT/kernels.sqlite
 MDB=$OUT/model.sqlite
 MODEL="python3 -m attnbench model --config $CONFIG --layers $LAYERS --device $DEVICE --backends $BK"
