@@ -6,7 +6,7 @@
 #   3. the model steps with --kernel-db: prefill 8k and 32k (B=1), decode B=32 against an 8k cache
 #      (eager and CUDA graph), training at 4k (B=TRAIN_BATCH, default 4), into $OUT/model.sqlite;
 #   4. the table (attnbench model --show) and $OUT/model_rows.jsonl.
-# Both commands share one compiler cache ($CC, under /tmp): flex's cold starts in step 3 are cache
+# Both commands share one compiler cache ($CACHE, under /tmp): flex's cold starts in step 3 are cache
 # hits of step 2's compilation (COLD=1 gives the model its own empty cache: slower, cold starts whole).
 # About 6-8 minutes; every command is resumable: run the script again to finish what a timeout cut.
 set -u
@@ -14,7 +14,7 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-100}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LAYERS=${LAYERS:-4} CONFIG=${CONFIG:-llama3.1-8b} DEVICE=${DEVICE:-cuda}
 BK=${BACKENDS:-sdpa-flash,sdpa-cudnn,sdpa-efficient,flex}
-CC=${CC:-/tmp/attnbench-model-cache}  # outside $OUT: thousands of files, and a home for the compiler
+CACHE=${MODEL_CACHE:-/tmp/attnbench-model-cache}  # outside $OUT (thousands of files); not named CC: the C compiler Triton calls
 KDB=$OUT/kernels.sqlite
 MDB=$OUT/model.sqlite
 MODEL="python3 -m attnbench model --config $CONFIG --layers $LAYERS --device $DEVICE --backends $BK"
@@ -41,14 +41,14 @@ yaml.safe_dump({"name": "model-kernels", "workloads": ws}, open(f"{out}/kernel-g
 print(len(ws), "workloads")
 PY
 timeout ${KERNEL_LIMIT:-240} python3 -m attnbench run --config "$OUT/kernel-grid.yaml" --backends "$BK" \
-  --repeats ${REPEATS:-2} --device $DEVICE --db "$KDB" --compile-cache "$CC" 2>&1 | tail -4
+  --repeats ${REPEATS:-2} --device $DEVICE --db "$KDB" --compile-cache "$CACHE" 2>&1 | tail -4
 
 for i in "${!STEP_ARGS[@]}"; do
   stamp "model: ${STEP_ARGS[$i]}"
   if [ "${COLD:-0}" = 1 ]; then
     timeout ${MODEL_LIMIT:-200} $MODEL ${STEP_ARGS[$i]} --db "$MDB" --kernel-db "$KDB" 2>&1 | grep -v '^ *$' | tail -40
   else
-    TORCHINDUCTOR_CACHE_DIR=$CC/inductor TRITON_CACHE_DIR=$CC/triton \
+    TORCHINDUCTOR_CACHE_DIR=$CACHE/inductor TRITON_CACHE_DIR=$CACHE/triton \
       timeout ${MODEL_LIMIT:-200} $MODEL ${STEP_ARGS[$i]} --db "$MDB" --kernel-db "$KDB" 2>&1 | grep -v '^ *$' | tail -40
   fi
 done
