@@ -308,3 +308,23 @@ def test_model_rows_get_a_page_with_its_figure(model_site):
 def test_no_model_rows_no_page_and_no_link(one_site):
     assert not (one_site / "model.html").exists()
     assert all("model.html" not in text for text in html_of(one_site).values())
+
+
+def test_a_store_of_model_rows_only_gets_its_page_as_the_index(tmp_path, cli):
+    """`attnbench model` alone, then `attnbench report`: the whole-workload page is the site's index
+    (no pages of attempts it does not have), and `show` points to `attnbench model --show`."""
+    from test_model_rows_io import model_store
+
+    db = model_store(tmp_path / "m.sqlite")
+    site = build(tmp_path, db)
+    assert {p.name for p in site.glob("*.html")} == {"index.html", "methodology.html"}
+    index = (site / "index.html").read_text()
+    assert "Whole workload" in index and "predicted 1/((1−f)+f/s)" in index
+    assert 'href="prefill.html"' not in index and 'href="model.html"' not in index
+    res = cli("show", "--db", db)
+    assert res.rc == 0 and "holds no attempts but" in res.out and "attnbench model --db" in res.out
+    empty = tmp_path / "empty.sqlite"
+    from attnbench.store.db import Store
+
+    Store(empty).close()
+    assert build(tmp_path, empty, out="none", expect=2) and not (tmp_path / "none").exists()

@@ -257,11 +257,17 @@ def cmd_show(args, argv) -> int:
     from ..report import terminal
     from ..store.db import Store
 
+    from ..store import model_rows
+
     store = Store(args.db, readonly=True)
     try:
         df, runs = store.dataframe(), store.runs()
+        n_model = len(model_rows.rows(store.con))
     finally:
         store.close()
+    if df.empty and n_model and args.format == "table":  # a store `attnbench model` wrote
+        out.print(f"{args.db} holds no attempts but {n_model} model rows: attnbench model --db {args.db} --show")
+        return 0
     # runs stay whole: ceilings are the device's latest, and the overview counts only runs with rows in df
     df = select_rows(df, args)
     if args.failures:

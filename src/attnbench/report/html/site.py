@@ -56,6 +56,8 @@ def pages(data: SiteData) -> tuple[tuple[str, str], ...]:
     model rows."""
     if data.models is None or data.models.empty:
         return PAGES
+    if data.df.empty:  # model rows only: their page is the index
+        return (("index.html", MODEL_PAGE[1]), PAGES[-1])
     return (*PAGES[:-1], MODEL_PAGE, PAGES[-1])
 
 
@@ -68,7 +70,7 @@ def build(data: SiteData, root: Path, title: str) -> dict:
     with matplotlib.rc_context(STYLE):
         nav = pages(data)
         copied = methodology.copy_docs(root, title, footer, nav)
-        bodies = {"index.html": lambda: overview.page_body(ctx),
+        bodies = {"index.html": lambda: model_page.page_body(ctx) if data.df.empty else overview.page_body(ctx),
                   "prefill.html": lambda: performance.page_body(ctx, decode=False),
                   "decode.html": lambda: performance.page_body(ctx, decode=True),
                   "portability.html": lambda: portability.page_body(ctx),
