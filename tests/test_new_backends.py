@@ -565,3 +565,8 @@ def test_jax_release_drops_its_pool_and_the_next_call_still_runs():
     b.release()
     assert "_attend_fns" not in b.__dict__ and jax.devices()[0].client is not client
     assert torch.allclose(b.attend(q, k, v), before)
+    b.release()
+    client = jax.devices()[0].client
+    b.release()  # nothing ran since: the client stays
+    backend("jax-cudnn").release()  # never used in this process
+    assert jax.devices()[0].client is client

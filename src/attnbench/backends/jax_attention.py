@@ -112,6 +112,7 @@ class JaxAttention(Backend):
         import torch
 
         jax = _jax()
+        self.__dict__["_used"] = True
         attention = attention_fn(jax, w.q_len, w.kv_len, w.causal, w.causal_align, inputs.scale, self.implementation,
                                  w.layout == "BHND")
         impl = self.implementation
@@ -157,6 +158,7 @@ class JaxAttention(Backend):
         if self.implementation == "cudnn" and "mask_offset" in mask_args(nq, nkv, causal, causal_align, window):
             raise Rejected(f"{self.name}: this causal rule needs a mask, which JAX's cuDNN path does not take")
         jax = _jax()
+        self.__dict__["_used"] = True
         scale = q.shape[-1] ** -0.5 if scale is None else scale
         key = (tuple(q.shape), tuple(k.shape), str(q.dtype), causal, causal_align, window, scale)
         fns = self.__dict__.setdefault("_attend_fns", {})  # compiled once per shape, as a model's jit is
@@ -173,7 +175,7 @@ class JaxAttention(Backend):
         use: after every attempt (holds_pool) the compiled functions and the client holding the pool
         are dropped; the next attempt compiles anew, as it would for its new shapes."""
         jax = sys.modules.get("jax")
-        if jax is None:
+        if jax is None or not self.__dict__.pop("_used", False):  # nothing of this process's JAX work to drop
             return
         self.__dict__.pop("_attend_fns", None)
         jax.clear_caches()
