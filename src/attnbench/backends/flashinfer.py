@@ -43,6 +43,8 @@ class FlashInfer(Backend):
         dev = inputs.q.device
         ws = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
         b, hq, hkv, d = w.batch, w.q_heads, w.kv_heads, w.head_dim
+        # a sliding window of W keys is window_left = W - 1 keys left of the (bottom-right) diagonal
+        win = {"window_left": w.window - 1} if w.window else {}
         if self.kind == "decode":
             # q (B, 1, Hq, D) or (B, Hq, 1, D) -> (B, Hq, D); the cache (B, Nkv, Hkv, D) is NHD pages of
             # Nkv tokens, (B, Hkv, Nkv, D) HND pages: one page per sequence, no copy either way.
@@ -52,7 +54,7 @@ class FlashInfer(Backend):
             one = torch.arange(b + 1, dtype=torch.int32, device=dev)
             wrapper.plan(one, one[:-1].contiguous(), torch.full((b,), w.kv_len, dtype=torch.int32, device=dev),
                          hq, hkv, d, w.kv_len, pos_encoding_mode="NONE", sm_scale=inputs.scale,
-                         q_data_type=q.dtype, kv_data_type=inputs.k.dtype)
+                         q_data_type=q.dtype, kv_data_type=inputs.k.dtype, **win)
             cache = (inputs.k, inputs.v)
 
             def step():
@@ -71,7 +73,7 @@ class FlashInfer(Backend):
             def step():
                 qr, kr, vr = ragged()
                 o = flashinfer.single_prefill_with_kv_cache(qr, kr, vr, causal=w.causal, kv_layout="NHD",
-                                                            sm_scale=inputs.scale)
+                                                            sm_scale=inputs.scale, **win)
                 return from_bnhd(o.view(1, w.q_len, hq, d), w.layout)
 
             return Prepared(step=step, first_call=lambda: call_rejecting(step, "FlashInfer"), state=ws)
@@ -79,7 +81,7 @@ class FlashInfer(Backend):
         qo_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * w.q_len
         kv_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * w.kv_len
         wrapper.plan(qo_indptr, kv_indptr, hq, hkv, d, causal=w.causal, sm_scale=inputs.scale,
-                     q_data_type=q.dtype, kv_data_type=k.dtype)
+                     q_data_type=q.dtype, kv_data_type=k.dtype, **win)
         views = ragged() if w.layout == "BNHD" else None
 
         def step():

@@ -33,10 +33,11 @@ class Flex(Backend):
         q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
         block_mask = None
         if w.causal:
-            off = causal_offset(w.q_len, w.kv_len, w.causal_align)
+            off, window = causal_offset(w.q_len, w.kv_len, w.causal_align), w.window
 
             def causal(b, h, qi, kj):
-                return kj <= qi + off
+                keep = kj <= qi + off
+                return keep & (kj > qi + off - window) if window else keep
 
             block_mask = create_block_mask(causal, None, None, w.q_len, w.kv_len, device=q.device)
         compiled = torch.compile(flex_attention, dynamic=False)

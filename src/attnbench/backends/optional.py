@@ -84,6 +84,12 @@ def call_rejecting(fn, lib: str):
         raise Rejected(f"{lib} refused: {type(e).__name__}: {first}") from None
 
 
+def window_size(window: int) -> dict:
+    """FlashAttention's window_size for a causal sliding window of `window` keys: (left, right) keys
+    beside the diagonal, bottom-right like its causal mask; nothing (the library's default) without one."""
+    return {"window_size": (window - 1, 0)} if window else {}
+
+
 def _out(o):
     """The output of a FlashAttention-style call: some builds return (out, lse)."""
     return o[0] if isinstance(o, tuple) else o
@@ -96,7 +102,7 @@ def flash_attend(fn, lib: str, q, k, v, causal: bool, causal_align: str, scale, 
     nq, nkv = q.shape[2], k.shape[2]
     if causal and causal_align == "top_left" and nq != nkv:
         raise Rejected(f"{lib} aligns causal bottom-right only; top-left with q_len {nq} != kv_len {nkv}")
-    kw = {"window_size": (window - 1, 0)} if window and causal else {}
+    kw = window_size(window) if causal else {}
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     o = fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=causal, **kw)
     return _out(o).transpose(1, 2)
@@ -135,10 +141,10 @@ class FlashStyle(Backend):
         fn = self._func()
         # (B, N, H, D) views: a BHND workload's are transposed views the library may copy (timed)
         q, k, v = (to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        kw = {**self.call_kwargs, **window_size(w.window)}
 
         def step():
-            return from_bnhd(_out(fn(q, k, v, softmax_scale=inputs.scale, causal=w.causal, **self.call_kwargs)),
-                             w.layout)
+            return from_bnhd(_out(fn(q, k, v, softmax_scale=inputs.scale, causal=w.causal, **kw)), w.layout)
 
         return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib))
 

@@ -28,7 +28,8 @@ class Reference(Backend):
         q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
 
         def fn():
-            return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+            return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale, w.window),
+                             w.layout)
 
         return fn
 

@@ -85,7 +85,7 @@ def _run_math(w: Workload, q, k, v, do, scale: float, dtype):
 
     leaves = [t.detach().to(dtype).requires_grad_(w.needs_grad) for t in (q, k, v)]
     with torch.enable_grad():
-        o = attention_math(*leaves, w.causal, w.causal_align, scale)
+        o = attention_math(*leaves, w.causal, w.causal_align, scale, w.window)
         if not w.needs_grad:
             return [o.detach()]
         grads = torch.autograd.grad(o, leaves, do.to(dtype))
@@ -110,7 +110,10 @@ def _rows_math(w: Workload, q, k, v, rows: list[int], scale: float, dtype):
     g, r = w.gqa_group, len(rows)
     idx = torch.tensor(rows, device=qb.device)
     off = causal_offset(w.q_len, w.kv_len, w.causal_align)
-    keep = torch.arange(w.kv_len, device=qb.device)[None, :] <= idx[:, None] + off if w.causal else None
+    keep = None
+    if w.causal:  # the rule of layout.keep_mask, for the sampled rows only
+        j, pos = torch.arange(w.kv_len, device=qb.device)[None, :], idx[:, None] + off
+        keep = (j <= pos) & (j > pos - w.window) if w.window else j <= pos
     out = []
     for b in range(w.batch):  # one batch index at a time: float64 temporaries stay small
         qs = qb[b, :, rows].to(dtype).reshape(w.kv_heads, g * r, w.head_dim)  # (Hkv, G·R, D)
