@@ -12,7 +12,8 @@ from ..workloads.axes import AXES
 # 5: the workload axis window (sliding window). A workload axis added later is a migration, not a
 # refusal: an older store's rows hold the axis' default (BACKFILL), written into the new column when
 # the store is opened for writing, and read as it from a read-only store or an older export.
-SCHEMA_VERSION = 5
+# 6: the workload axis lengths (packed variable-length batches; older rows: fixed).
+SCHEMA_VERSION = 6
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):

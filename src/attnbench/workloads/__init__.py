@@ -15,8 +15,9 @@ L2_STATES = ("warm", "cold")
 ACCUMS = ("fp32",)
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+LENGTH_KINDS = ("fixed", "uniform", "longtail")  # workloads/varlen.py
 ENUMS = {"mode": MODES, "dtype": DTYPES, "accum": ACCUMS, "causal_align": CAUSAL_ALIGNS, "layout": LAYOUTS,
-         "launch": LAUNCHES, "l2": L2_STATES}
+         "launch": LAUNCHES, "l2": L2_STATES, "lengths": LENGTH_KINDS}
 
 
 def _axis(doc: str, short: str, length: bool = False, since: int | None = None) -> dict:
@@ -64,6 +65,9 @@ class Workload:
     window: int = field(default=0, metadata=_axis(
         "sliding window W (causal only): query i sees the W keys j with p_i - W < j <= p_i, p_i = i + the "
         "causal offset; 0 = no window", "win", length=True, since=5))
+    lengths: str = field(default="fixed", metadata=_axis(
+        "fixed | uniform | longtail: per-sequence lengths of a packed (varlen) prefill batch, q_len the "
+        "longest (workloads/varlen.py)", "lens", since=6))
 
     def __post_init__(self) -> None:
         # One spelling per semantics: without a mask the alignment means nothing, and 0 == 0.0.
@@ -111,6 +115,8 @@ class Workload:
         c = f"causal-{self.causal_align}" if self.causal else "full"
         if self.window:
             c += f" window{self.window}"
+        if self.lengths != "fixed":
+            c += f" varlen-{self.lengths}"
         return (
             f"{self.mode} B{self.batch} Nq{self.q_len} Nkv{self.kv_len} H{self.q_heads}/{self.kv_heads}"
             f" D{self.head_dim}/{self.head_dim_v} {self.dtype} {c} {self.layout} {self.launch} L2{self.l2}"
@@ -151,6 +157,12 @@ def validate(w: Workload) -> list[str]:
         out.append(f"window must be a non-negative integer (0: no window), got {w.window!r}")
     elif w.window and not w.causal:
         out.append("a sliding window is defined for causal workloads only (set causal: true, or window: 0)")
+    if w.lengths != "fixed" and w.lengths in LENGTH_KINDS:
+        if w.mode != "prefill":
+            out.append(f"packed variable-length batches (lengths {w.lengths}) are defined for prefill only")
+        elif w.q_len != w.kv_len:
+            out.append(f"a packed batch is self-attention: each sequence's keys are its queries (q_len {w.q_len} "
+                       f"!= kv_len {w.kv_len})")
     if w.causal and w.causal_align == "bottom_right" and w.q_len > w.kv_len:
         out.append(f"bottom-right causal with q_len {w.q_len} > kv_len {w.kv_len} leaves query rows with no key")
     if w.launch == "graph" and w.mode == "train_fwd_bwd":
