@@ -132,3 +132,50 @@ def test_input_and_score_bytes():
     assert cost.input_bytes(W(mode="train_fwd_bwd", batch=2, q_len=10, kv_len=20, q_heads=4, kv_heads=2,
                                 head_dim=8, head_dim_v=8, dtype="fp16")) == 2 * n * 2
     assert cost.score_matrix_bytes(w) == 2 * 4 * 10 * 20 * 4
+
+
+def brute_window_pairs(q, kv, align, window):
+    off = kv - q if align == "bottom_right" else 0
+    return sum(1 for i in range(q) for j in range(kv) if i + off - window < j <= i + off)
+
+
+@pytest.mark.parametrize("align", ["top_left", "bottom_right"])
+def test_windowed_pairs_match_brute_force_and_the_mask(align):
+    from attnbench.backends.layout import keep_mask
+
+    for q, kv in [(1, 1), (1, 9), (4, 8), (8, 8), (7, 13), (13, 7)]:
+        if align == "bottom_right" and q > kv:
+            continue
+        for window in (1, 2, 3, 5, 8, 20):
+            want = brute_window_pairs(q, kv, align, window)
+            assert cost.unmasked_pairs(q, kv, True, align, window) == want, (q, kv, window)
+            assert int(keep_mask(q, kv, align, "cpu", window).sum()) == want
+
+
+def test_windowed_pairs_flops_and_bytes_exact_small_cases():
+    # 4x4, window 2: row 0 sees 1 key, rows 1-3 see 2 -> 7 pairs
+    assert cost.unmasked_pairs(4, 4, True, "bottom_right", 2) == 7
+    # 4 queries against 8 keys bottom-right, window 3: every query sees 3 keys -> 12
+    assert cost.unmasked_pairs(4, 8, True, "bottom_right", 3) == 12
+    # top-left, window 2: 1 + 2 + 2 + 2
+    assert cost.unmasked_pairs(4, 8, True, "top_left", 2) == 7
+    w = Workload(mode="prefill", batch=2, q_len=4, kv_len=8, q_heads=4, kv_heads=2, head_dim=16, head_dim_v=8,
+                 dtype="fp16", causal=True, window=3)
+    assert cost.forward_flops(w) == 2 * 2 * 4 * 12 * (16 + 8)
+    # keys some query attends: 8 - 4 - 3 + 1 = 2 .. 7 -> 6 of the 8
+    assert cost.kv_read_len(w) == 6
+    assert cost.io_bytes(w) == 2 * (2 * 4 * 4 * 16 + 2 * 2 * 6 * (16 + 8) + 2 * 4 * 4 * 8)
+    tl = Workload(mode="prefill", batch=1, q_len=4, kv_len=8, q_heads=1, kv_heads=1, head_dim=8, head_dim_v=8,
+                  causal=True, causal_align="top_left", window=2)
+    assert cost.kv_read_len(tl) == 4  # keys 0..3: no query reaches keys 4..7
+
+
+def test_windowed_decode_reads_only_the_window():
+    w = Workload(mode="decode", batch=2, q_len=1, kv_len=256, q_heads=8, kv_heads=2, head_dim=64, head_dim_v=64,
+                 dtype="bf16", causal=True, window=64)
+    assert cost.unmasked_pairs(1, 256, True, "bottom_right", 64) == 64
+    assert cost.forward_flops(w) == 2 * 2 * 8 * 64 * 128
+    assert cost.decode_kv_bytes(w) == 2 * 2 * 64 * 128 * 2
+    assert cost.io_bytes(w) == 2 * (2 * 8 * 64 + 2 * 2 * 64 * 128 + 2 * 8 * 64)
+    full = Workload(**{**w.to_dict(), "window": 0})
+    assert cost.io_bytes(full) > cost.io_bytes(w) and cost.kv_read_len(full) == 256

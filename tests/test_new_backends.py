@@ -217,14 +217,14 @@ def test_jax_xla_runs_ok_and_correct_on_cpu(kw):
 
 # ---- argument mapping, through fake libraries ---------------------------------------------------
 
-def _bhnd_attention(q, k, v, causal, align, scale):
+def _bhnd_attention(q, k, v, causal, align, scale, window=None):
     """Reference on (B, H, N, D) tensors, K/V heads expanded for GQA."""
-    return attention_math(q, k, v, causal, align, scale)
+    return attention_math(q, k, v, causal, align, scale, window)
 
 
-def _bnhd_attention(q, k, v, causal, align, scale):
+def _bnhd_attention(q, k, v, causal, align, scale, window=None):
     t = lambda x: x.transpose(1, 2)  # noqa: E731
-    return t(_bhnd_attention(t(q), t(k), t(v), causal, align, scale))
+    return t(_bhnd_attention(t(q), t(k), t(v), causal, align, scale, window))
 
 
 def _module(monkeypatch, name, **attrs):
@@ -241,7 +241,9 @@ def fake_flash(monkeypatch, module: str, returns_lse: bool):
 
     def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, **kw):
         calls.append(dict(shape=tuple(q.shape), k_shape=tuple(k.shape), scale=softmax_scale, causal=causal, kw=kw))
-        o = _bnhd_attention(q, k, v, causal, "bottom_right", softmax_scale)
+        left, right = kw.get("window_size", (-1, -1))  # keys left and right of the diagonal; -1: all
+        assert right in (-1, 0), "the fake implements causal windows only"
+        o = _bnhd_attention(q, k, v, causal, "bottom_right", softmax_scale, left + 1 if left >= 0 else None)
         return (o, None) if returns_lse else o
 
     if "." in module:
@@ -295,7 +297,7 @@ def fake_xformers(monkeypatch):
         if q.dim() == 5:  # BMGHK -> BMHK
             q, k, v = (t.flatten(2, 3) for t in (q, k, v))
         align = "top_left" if isinstance(attn_bias, LowerTriangularMask) else "bottom_right"
-        o = _bnhd_attention(q, k, v, attn_bias is not None, align, scale)
+        o = _bnhd_attention(q, k, v, attn_bias is not None, align, scale, getattr(attn_bias, "window_size", None))
         return o.unflatten(2, (calls[-1]["shape"][2], calls[-1]["shape"][3])) if len(calls[-1]["shape"]) == 5 else o
 
     bias_mod = types.SimpleNamespace(LowerTriangularMask=LowerTriangularMask,
@@ -331,23 +333,29 @@ def fake_flashinfer(monkeypatch):
     """FlashInfer's documented conventions: NHD (N, H, D) or HND tensors, causal bottom-right."""
     log = []
 
+    def window(kw):  # window_left keys left of the diagonal (-1, the default: no window)
+        left = kw.get("window_left", -1)
+        return left + 1 if left >= 0 else None
+
     def single_prefill_with_kv_cache(q, k, v, causal=False, kv_layout="NHD", sm_scale=None, **kw):
-        log.append(("single", dict(q=tuple(q.shape), causal=causal, kv_layout=kv_layout, scale=sm_scale)))
-        return _bnhd_attention(q[None], k[None], v[None], causal, "bottom_right", sm_scale)[0]
+        log.append(("single", dict(q=tuple(q.shape), causal=causal, kv_layout=kv_layout, scale=sm_scale, kw=kw)))
+        return _bnhd_attention(q[None], k[None], v[None], causal, "bottom_right", sm_scale, window(kw))[0]
 
     class Ragged:
         def __init__(self, ws, kv_layout="NHD"):
             self.kv_layout = kv_layout
 
         def plan(self, qo_indptr, kv_indptr, hq, hkv, d, causal=False, sm_scale=None, **kw):
-            self.p = dict(qo=qo_indptr.tolist(), kv=kv_indptr.tolist(), heads=(hq, hkv, d), causal=causal, scale=sm_scale)
+            self.p = dict(qo=qo_indptr.tolist(), kv=kv_indptr.tolist(), heads=(hq, hkv, d), causal=causal, scale=sm_scale,
+                          kw=kw)
             log.append(("plan", self.p))
 
         def run(self, q, k, v):
             log.append(("run", tuple(q.shape)))
             qo, kvp = self.p["qo"], self.p["kv"]
             outs = [_bnhd_attention(q[None, qo[i]:qo[i + 1]], k[None, kvp[i]:kvp[i + 1]], v[None, kvp[i]:kvp[i + 1]],
-                                    self.p["causal"], "bottom_right", self.p["scale"])[0] for i in range(len(qo) - 1)]
+                                    self.p["causal"], "bottom_right", self.p["scale"], window(self.p["kw"]))[0]
+                    for i in range(len(qo) - 1)]
             return torch.cat(outs)
 
     class Decode:
@@ -356,7 +364,7 @@ def fake_flashinfer(monkeypatch):
 
         def plan(self, indptr, indices, last_page_len, hq, hkv, d, page_size, sm_scale=None, **kw):
             self.p = dict(indptr=indptr.tolist(), indices=indices.tolist(), last=last_page_len.tolist(),
-                          heads=(hq, hkv, d), page_size=page_size, scale=sm_scale, layout=self.kv_layout)
+                          heads=(hq, hkv, d), page_size=page_size, scale=sm_scale, layout=self.kv_layout, kw=kw)
             log.append(("plan", self.p))
 
         def run(self, q, cache):
@@ -365,7 +373,9 @@ def fake_flashinfer(monkeypatch):
             if self.kv_layout == "HND":  # (pages, H, page_size, D) -> (pages, page_size, H, D)
                 k, v = k.transpose(1, 2), v.transpose(1, 2)
             pages = self.p["indices"]
-            return _bnhd_attention(q[:, None], k[pages], v[pages], False, "bottom_right", self.p["scale"])[:, 0]
+            win = window(self.p["kw"])  # decode: one query at the newest key, a window keeps the newest keys
+            return _bnhd_attention(q[:, None], k[pages], v[pages], win is not None, "bottom_right", self.p["scale"],
+                                   win)[:, 0]
 
     _module(monkeypatch, "flashinfer", single_prefill_with_kv_cache=single_prefill_with_kv_cache,
             BatchPrefillWithRaggedKVCacheWrapper=Ragged, BatchDecodeWithPagedKVCacheWrapper=Decode)
@@ -570,3 +580,104 @@ def test_jax_release_drops_its_pool_and_the_next_call_still_runs():
     b.release()  # nothing ran since: the client stays
     backend("jax-cudnn").release()  # never used in this process
     assert jax.devices()[0].client is client
+
+
+# ---- the sliding-window axis (Workload.window) --------------------------------------------------
+
+WINDOWED = [dict(causal=True, window=8), dict(causal=True, q_len=16, kv_len=32, window=5),
+            dict(mode="decode", q_len=1, kv_len=64, causal=True, window=16, layout="BNHD")]
+
+
+@pytest.mark.parametrize("name,module,lse", [("fa4", "flash_attn.cute", True), ("fa2", "flash_attn", False),
+                                             ("fa3", "flash_attn_interface", False)])
+@pytest.mark.parametrize("kw", WINDOWED[:2] + [dict(mode="train_fwd_bwd", causal=True, window=8)])
+def test_flash_attention_maps_the_window_to_window_size(monkeypatch, name, module, lse, kw):
+    calls = fake_flash(monkeypatch, module, lse)
+    w = w_(**kw)
+    res = run(name, w)
+    assert res["status"] == "OK", res.get("reason")  # the fake applies window_size: the check agrees
+    assert all(c["kw"]["window_size"] == (w.window - 1, 0) and c["causal"] for c in calls)
+
+
+def test_flash_attention_ignoring_the_window_is_incorrect(monkeypatch):
+    calls = fake_flash(monkeypatch, "flash_attn", False)
+    lib = sys.modules["flash_attn"]
+    inner = lib.flash_attn_func
+    lib.flash_attn_func = lambda q, k, v, **kw: inner(q, k, v, **{n: x for n, x in kw.items() if n != "window_size"})
+    res = run("fa2", w_(causal=True, window=8))
+    assert res["status"] == "INCORRECT" and calls, res.get("reason")
+
+
+@pytest.mark.parametrize("kw", [dict(batch=1, **WINDOWED[1]), WINDOWED[1], dict(layout="BHND", **WINDOWED[0])])
+def test_flashinfer_prefill_maps_the_window_to_window_left(monkeypatch, kw):
+    log = fake_flashinfer(monkeypatch)
+    w = w_(**{"layout": "BNHD", **kw})
+    res = run("flashinfer-prefill", w)
+    assert res["status"] == "OK", res.get("reason")
+    kind, c = log[0]
+    assert kind == ("single" if w.batch == 1 else "plan") and c["kw"]["window_left"] == w.window - 1
+
+
+def test_flashinfer_decode_maps_the_window_to_window_left(monkeypatch):
+    log = fake_flashinfer(monkeypatch)
+    w = w_(**WINDOWED[2])
+    res = run("flashinfer-decode", w)
+    assert res["status"] == "OK", res.get("reason")
+    assert log[0][0] == "plan" and log[0][1]["kw"]["window_left"] == 15
+    log.clear()
+    assert run("flashinfer-decode", w_(mode="decode", q_len=1, kv_len=64, causal=True))["status"] == "OK"
+    assert "window_left" not in log[0][1]["kw"]  # no window: the library's default
+
+
+def test_xformers_maps_the_window_to_its_local_mask_and_refuses_top_left(monkeypatch):
+    calls, _ = fake_xformers(monkeypatch)
+    res = run("xformers", w_(**WINDOWED[1]))
+    assert res["status"] == "OK", res.get("reason")
+    assert type(calls[0]["bias"]).__name__ == "LowerTriangularFromBottomRightLocalAttentionMask"
+    assert calls[0]["bias"].window_size == 5
+    top_left = w_(causal=True, causal_align="top_left", q_len=16, kv_len=32, window=5)
+    assert "bottom-right only" in backend("xformers").supports(top_left, H100)
+
+
+@pytest.mark.parametrize("name", ["cudnn-fe", "jax-cudnn"])
+def test_backends_without_a_mapped_window_refuse_it_with_a_reason(name):
+    w = w_(dtype="bf16", **WINDOWED[0])
+    why = backend(name).supports(w, H100)
+    assert why and "window" in why
+    assert backend(name).supports(w_(dtype="bf16", causal=True), H100) is None
+
+
+def test_cudnn_frontend_builds_no_window_graph(monkeypatch):
+    """cudnn-fe refuses windows in supports(): its graph arguments stay as they were."""
+    test_cudnn_frontend_graph_arguments(monkeypatch, dict(causal=True), True, False)
+
+
+@pytest.mark.parametrize("name", ["reference", "sdpa-math", "sdpa-flash", "flex", "jax-xla"])
+@pytest.mark.parametrize("kw", WINDOWED + [dict(causal=True, causal_align="top_left", q_len=16, kv_len=32, window=5),
+                                           dict(causal=True, window=1), dict(mode="train_fwd_bwd", causal=True, window=8)])
+def test_windowed_workloads_run_correct_on_every_cpu_path(name, kw):
+    if name == "jax-xla":
+        pytest.importorskip("jax")
+    w = w_(**kw)
+    why = backend(name).supports(w, CPU)
+    if why:  # what may refuse on CPU, and only for its known reason
+        assert (name, w.mode) in {("flex", "train_fwd_bwd"), ("jax-xla", "train_fwd")}, why
+        return
+    res = run(name, w)
+    assert res["status"] == "OK", res.get("reason")
+    assert res["err_ratio"] is not None and res["err_ratio"] <= 16
+
+
+def test_a_backend_that_ignores_the_window_is_incorrect_on_cpu():
+    from attnbench.backends.base import Backend
+    from attnbench.backends.layout import from_bhnd, to_bhnd
+
+    class NoWindow(Backend):
+        def prepare(self, w, inputs):
+            q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+            return lambda: from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+
+    w = w_(causal=True, window=8)
+    spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0, "timing": FAST}
+    res = attempt.run(spec, NoWindow(name="no-window", family="plugin"), attempt.WorkloadCache())
+    assert res["status"] == "INCORRECT", res.get("reason")

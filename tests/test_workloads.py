@@ -106,7 +106,7 @@ def test_key_is_the_same_in_another_process():
 ALTERNATIVES = {
     "mode": "train_fwd", "batch": 3, "q_len": 64, "kv_len": 512, "q_heads": 16, "kv_heads": 8, "head_dim": 128,
     "head_dim_v": 32, "dtype": "fp16", "causal": False, "causal_align": "top_left", "dropout": 0.1, "layout": "BNHD",
-    "launch": "graph", "l2": "cold",
+    "launch": "graph", "l2": "cold", "window": 16, "lengths": "uniform",
 }
 
 
@@ -116,6 +116,11 @@ def test_every_field_changes_the_key():
     base = W(causal=True, causal_align="bottom_right")
     keys = {base.key()}
     for name, value in ALTERNATIVES.items():
+        if name == "lengths":  # a packed batch is self-attention: compared at kv_len == q_len
+            square = W(causal=True, kv_len=128)
+            assert W(causal=True, kv_len=128, lengths=value).key() not in {square.key(), base.key()}
+            keys.add(W(causal=True, kv_len=128, lengths=value).key())
+            continue
         other = W(**{"causal": True, name: value})
         assert other != base
         assert other.key() != base.key(), name
@@ -169,3 +174,32 @@ def test_bottom_right_with_queries_that_see_no_key_is_rejected():
 def test_top_left_with_more_queries_than_keys_is_fine():
     # top-left: every query sees at least key 0
     assert W(q_len=256, kv_len=128, causal=True, causal_align="top_left").q_len == 256
+
+
+def test_keys_of_workloads_before_the_new_axes_are_unchanged():
+    """Resume of older stores: a workload with every later axis (window, ...) at its default keeps the
+    key it had before those axes existed (values computed with the code of that time)."""
+    assert W(causal=True).key() == "e777018ee8a29d68"
+    decode = Workload(mode="decode", batch=8, q_len=1, kv_len=4096, q_heads=32, kv_heads=8, head_dim=128,
+                      head_dim_v=128, launch="graph")
+    assert decode.key() == "7a283b381733da56"
+    assert W(causal=True, window=64).key() != W(causal=True).key()
+
+
+@pytest.mark.parametrize("kw,match", [(dict(window=-1), "non-negative"), (dict(window=True, causal=True), "integer"),
+                                      (dict(window=8), "causal workloads only")])
+def test_bad_windows_are_workload_errors(kw, match):
+    with pytest.raises(WorkloadError, match=match):
+        W(**kw)
+
+
+def test_window_is_an_axis_everywhere():
+    from attnbench.workloads import axes
+    from attnbench.workloads.grids import expand_block
+
+    assert axes.parse_where("window=0,4k") == ("window", {0, 4096})
+    ws = expand_block({"mode": "prefill", "batch": 1, "q_heads": 4, "head_dim": 64, "seqlen": "1k", "causal": True,
+                       "window": [0, 256]})
+    assert [w.window for w in ws] == [0, 256]
+    assert axes.select(ws, {"window": {256}}) == ws[1:]
+    assert "window256" in ws[1].label() and "window" not in ws[0].label()

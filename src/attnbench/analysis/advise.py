@@ -18,7 +18,8 @@ from ..workloads.axes import NAMES, axis
 from .frames import json_ready, per_backend
 from .winners import contestants, contests
 
-SIZES = tuple(n for n in NAMES if axis(n).type is int)
+# sizes compare by ratio; an integer axis whose 0 means "off" (window) is a choice, not a size
+SIZES = tuple(n for n in NAMES if axis(n).type is int and axis(n).default != 0)
 CATEGORICAL = tuple(n for n in NAMES if n not in SIZES)
 CONTEST = ["label", "device_name", "workload_key"]
 

@@ -119,6 +119,9 @@ class Backend:
     supports_gqa: bool = True
     supports_dropout: bool = False  # dropout output cannot be checked against a deterministic reference
     supports_graph: bool = True
+    # a packed variable-length batch (Workload.lengths != fixed) through one packed-batch kernel call;
+    # a loop over the sequences is not that, so by default such workloads are refused
+    supports_varlen: bool = False
     layouts: tuple[str, ...] = ("BHND", "BNHD")
     min_capability: tuple[int, int] | None = None
     # "worker": the repeat's shared worker; "backend": a worker of its own per repeat (compile-based
@@ -173,6 +176,8 @@ class Backend:
             return f"{w.attention_kind} (q_heads {w.q_heads} != kv_heads {w.kv_heads}) not offered"
         if w.dropout > 0 and not self.supports_dropout:
             return "dropout > 0: output cannot be validated against a deterministic float64 reference"
+        if w.lengths != "fixed" and not self.supports_varlen:
+            return f"lengths {w.lengths} (a packed variable-length batch): {self.name} has no packed-batch kernel"
         if w.launch == "graph" and (dev.type != "cuda" or not self.supports_graph):
             return "CUDA-graph launch needs a CUDA device" if dev.type != "cuda" else "not graph-capturable"
         if w.l2 == "cold" and dev.type != "cuda":

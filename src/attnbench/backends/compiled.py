@@ -18,7 +18,7 @@ class Compiled(Backend):
         compiled = torch.compile(attention_math, dynamic=False)
 
         def fn():
-            return from_bhnd(compiled(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+            return from_bhnd(compiled(q, k, v, w.causal, w.causal_align, inputs.scale, w.window), w.layout)
 
         return fn
 

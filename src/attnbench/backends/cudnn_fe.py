@@ -35,6 +35,12 @@ def _masks(w: Workload) -> dict:
 
 
 class CudnnFrontend(Backend):
+    def extra_supports(self, w: Workload, dev) -> str | None:
+        if w.window:
+            return ("sliding window: the cuDNN frontend's window arguments are not mapped by attnbench "
+                    "(not verified against the library; refused rather than guessed)")
+        return None
+
     def availability(self) -> str | None:
         return import_hint("cudnn", HINT, attr="pygraph")
 

@@ -24,5 +24,6 @@ class FlashAttn2(FlashStyle):
 def make() -> list[Backend]:
     return [FlashAttn2(name="fa2", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(8, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
+                       supports_varlen=True,
                        kernel_families={"cuda": frozenset({"flash-attn2"})},
                        description="FlashAttention-2 (flash_attn 2.x)")]

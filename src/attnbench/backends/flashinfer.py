@@ -7,6 +7,7 @@ either layout, is B pages of one page each (NHD or HND pages), without a copy.""
 from __future__ import annotations
 
 from ..workloads import Workload
+from ..workloads.varlen import cu_seqlens, packed
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
 from .kernels import KernelFamily
 from .optional import bottom_right_only, call_rejecting, dist_version, from_bnhd, import_hint, to_bnhd
@@ -43,6 +44,8 @@ class FlashInfer(Backend):
         dev = inputs.q.device
         ws = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
         b, hq, hkv, d = w.batch, w.q_heads, w.kv_heads, w.head_dim
+        # a sliding window of W keys is window_left = W - 1 keys left of the (bottom-right) diagonal
+        win = {"window_left": w.window - 1} if w.window else {}
         if self.kind == "decode":
             # q (B, 1, Hq, D) or (B, Hq, 1, D) -> (B, Hq, D); the cache (B, Nkv, Hkv, D) is NHD pages of
             # Nkv tokens, (B, Hkv, Nkv, D) HND pages: one page per sequence, no copy either way.
@@ -52,7 +55,7 @@ class FlashInfer(Backend):
             one = torch.arange(b + 1, dtype=torch.int32, device=dev)
             wrapper.plan(one, one[:-1].contiguous(), torch.full((b,), w.kv_len, dtype=torch.int32, device=dev),
                          hq, hkv, d, w.kv_len, pos_encoding_mode="NONE", sm_scale=inputs.scale,
-                         q_data_type=q.dtype, kv_data_type=inputs.k.dtype)
+                         q_data_type=q.dtype, kv_data_type=inputs.k.dtype, **win)
             cache = (inputs.k, inputs.v)
 
             def step():
@@ -67,24 +70,28 @@ class FlashInfer(Backend):
             step, as a caller holding BHND tensors pays on every call."""
             return tuple(t.reshape(-1, t.shape[2], t.shape[3]) for t in (q, k, v))
 
-        if b == 1:
+        if b == 1 and not packed(w):
             def step():
                 qr, kr, vr = ragged()
                 o = flashinfer.single_prefill_with_kv_cache(qr, kr, vr, causal=w.causal, kv_layout="NHD",
-                                                            sm_scale=inputs.scale)
+                                                            sm_scale=inputs.scale, **win)
                 return from_bnhd(o.view(1, w.q_len, hq, d), w.layout)
 
             return Prepared(step=step, first_call=lambda: call_rejecting(step, "FlashInfer"), state=ws)
         wrapper = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(ws, kv_layout="NHD")
-        qo_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * w.q_len
-        kv_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * w.kv_len
+        if packed(w):  # a packed batch: the (1, T, H, D) tensors are the ragged ones, cu_seqlens the indptr
+            qo_indptr = kv_indptr = torch.tensor(cu_seqlens(w), dtype=torch.int32, device=dev)
+        else:
+            qo_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * w.q_len
+            kv_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * w.kv_len
+        shape_o = q.shape[:3] + (d,)  # (B, Nq, Hq, D), or (1, T, Hq, D) packed
         wrapper.plan(qo_indptr, kv_indptr, hq, hkv, d, causal=w.causal, sm_scale=inputs.scale,
-                     q_data_type=q.dtype, kv_data_type=k.dtype)
+                     q_data_type=q.dtype, kv_data_type=k.dtype, **win)
         views = ragged() if w.layout == "BNHD" else None
 
         def step():
             qr, kr, vr = views or ragged()
-            return from_bnhd(wrapper.run(qr, kr, vr).view(b, w.q_len, hq, d), w.layout)
+            return from_bnhd(wrapper.run(qr, kr, vr).view(shape_o), w.layout)
 
         return Prepared(step=step, first_call=lambda: call_rejecting(step, "FlashInfer"), state=(wrapper, ws))
 
@@ -92,7 +99,7 @@ class FlashInfer(Backend):
 def make() -> list[Backend]:
     common = dict(family="flashinfer", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                   min_capability=(8, 0), kernel_patterns=KERNELS, kernel_families={"cuda": frozenset({"flashinfer"})})
-    prefill = FlashInfer(name="flashinfer-prefill", modes=("prefill",),
+    prefill = FlashInfer(name="flashinfer-prefill", modes=("prefill",), supports_varlen=True,
                          description="FlashInfer prefill (single or ragged batch)", **common)
     decode = FlashInfer(name="flashinfer-decode", modes=("decode",),
                         description="FlashInfer batch decode (paged KV)", **common)

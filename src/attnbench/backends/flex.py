@@ -4,6 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..workloads import Workload
+from ..workloads.varlen import cu_seqlens, packed, tensor_dims
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs
 from .layout import causal_offset, from_bhnd, to_bhnd
 
@@ -32,11 +33,28 @@ class Flex(Backend):
         torch._dynamo.reset()
         q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
         block_mask = None
-        if w.causal:
-            off = causal_offset(w.q_len, w.kv_len, w.causal_align)
+        _, nq, nkv = tensor_dims(w)
+        if packed(w):
+            # a document mask: each token's sequence id; queries see keys of their own sequence only
+            bounds = torch.tensor(cu_seqlens(w)[1:-1], device=q.device)
+            doc = torch.bucketize(torch.arange(nkv, device=q.device), bounds, right=True)
+            causal_, window = w.causal, w.window
+
+            def document(b, h, qi, kj):
+                keep = doc[qi] == doc[kj]
+                if causal_:  # within one sequence positions are absolute: causal is kj <= qi
+                    keep = keep & (kj <= qi)
+                    if window:
+                        keep = keep & (kj > qi - window)
+                return keep
+
+            block_mask = create_block_mask(document, None, None, nq, nkv, device=q.device)
+        elif w.causal:
+            off, window = causal_offset(w.q_len, w.kv_len, w.causal_align), w.window
 
             def causal(b, h, qi, kj):
-                return kj <= qi + off
+                keep = kj <= qi + off
+                return keep & (kj > qi + off - window) if window else keep
 
             block_mask = create_block_mask(causal, None, None, w.q_len, w.kv_len, device=q.device)
         compiled = torch.compile(flex_attention, dynamic=False)
@@ -87,6 +105,7 @@ def make() -> list[Backend]:
             family="flex",
             role=CONTESTANT,
             isolation="backend",
+            supports_varlen=True,  # a document mask over the packed tokens
             kernel_families={"cuda": frozenset({"triton"}), "cpu": frozenset({"inductor"})},
             description="torch.compile(flex_attention) with a block mask for causal",
         )

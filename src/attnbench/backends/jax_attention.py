@@ -103,6 +103,8 @@ class JaxAttention(Backend):
     def extra_supports(self, w: Workload, dev: DeviceInfo) -> str | None:
         if w.head_dim != w.head_dim_v:
             return "jax.nn.dot_product_attention takes V of K's shape (head_dim_v == head_dim)"
+        if self.implementation == "cudnn" and w.window:
+            return "sliding window: a mask here, and JAX's cuDNN path takes no mask"
         if self.implementation == "cudnn" and "mask_offset" in mask_args(w.q_len, w.kv_len, w.causal, w.causal_align):
             return ("bottom-right causal with 1 < q_len < kv_len: JAX's cuDNN path takes no mask "
                     "(its is_causal is top-left)")
@@ -114,7 +116,7 @@ class JaxAttention(Backend):
         jax = _jax()
         self.__dict__["_used"] = True
         attention = attention_fn(jax, w.q_len, w.kv_len, w.causal, w.causal_align, inputs.scale, self.implementation,
-                                 w.layout == "BHND")
+                                 w.layout == "BHND", w.window)
         impl = self.implementation
 
         def fwd_bwd(q, k, v, do):

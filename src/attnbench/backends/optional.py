@@ -4,9 +4,11 @@ and turning a library's refusal into `Rejected`. Nothing here imports an optiona
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib import metadata
 
 from ..workloads import Workload
+from ..workloads.varlen import cu_seqlens, packed, seq_lengths
 from .base import Backend, Prepared, Rejected
 
 # What libraries raise when they refuse a configuration (FA4 asserts its limits; cuDNN and JAX raise
@@ -84,6 +86,12 @@ def call_rejecting(fn, lib: str):
         raise Rejected(f"{lib} refused: {type(e).__name__}: {first}") from None
 
 
+def window_size(window: int) -> dict:
+    """FlashAttention's window_size for a causal sliding window of `window` keys: (left, right) keys
+    beside the diagonal, bottom-right like its causal mask; nothing (the library's default) without one."""
+    return {"window_size": (window - 1, 0)} if window else {}
+
+
 def _out(o):
     """The output of a FlashAttention-style call: some builds return (out, lse)."""
     return o[0] if isinstance(o, tuple) else o
@@ -96,7 +104,7 @@ def flash_attend(fn, lib: str, q, k, v, causal: bool, causal_align: str, scale, 
     nq, nkv = q.shape[2], k.shape[2]
     if causal and causal_align == "top_left" and nq != nkv:
         raise Rejected(f"{lib} aligns causal bottom-right only; top-left with q_len {nq} != kv_len {nkv}")
-    kw = {"window_size": (window - 1, 0)} if window and causal else {}
+    kw = window_size(window) if causal else {}
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     o = fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=causal, **kw)
     return _out(o).transpose(1, 2)
@@ -118,6 +126,12 @@ class FlashStyle(Backend):
     def _func(self):
         return importlib.import_module(self.module).flash_attn_func
 
+    def _varlen_func(self):
+        fn = getattr(importlib.import_module(self.module), "flash_attn_varlen_func", None)
+        if fn is None:
+            raise Rejected(f"{self.lib}: this build offers no flash_attn_varlen_func (packed batches)")
+        return fn
+
     def availability(self) -> str | None:
         return import_hint(self.module, self.hint, attr="flash_attn_func")
 
@@ -132,15 +146,39 @@ class FlashStyle(Backend):
         return bottom_right_only(w, self.lib)
 
     def prepare(self, w: Workload, inputs) -> Prepared:
+        if packed(w):
+            return self._prepare_varlen(w, inputs)
         fn = self._func()
         # (B, N, H, D) views: a BHND workload's are transposed views the library may copy (timed)
         q, k, v = (to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        kw = {**self.call_kwargs, **window_size(w.window)}
 
         def step():
-            return from_bnhd(_out(fn(q, k, v, softmax_scale=inputs.scale, causal=w.causal, **self.call_kwargs)),
-                             w.layout)
+            return from_bnhd(_out(fn(q, k, v, softmax_scale=inputs.scale, causal=w.causal, **kw)), w.layout)
 
         return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib))
+
+    def _prepare_varlen(self, w: Workload, inputs) -> Prepared:
+        """A packed batch through flash_attn_varlen_func on (T, H, D) tensors: cu_seqlens (int32, built
+        here, outside the timed step) mark where each sequence starts; max_seqlen is passed where the
+        library's signature names it (FA4 derives it)."""
+        import torch
+
+        fn = self._varlen_func()
+        cu = torch.tensor(cu_seqlens(w), dtype=torch.int32, device=inputs.q.device)
+        longest = max(seq_lengths(w))
+        params = inspect.signature(fn).parameters
+        kw = {**self.call_kwargs, **window_size(w.window), "cu_seqlens_q": cu, "cu_seqlens_k": cu}
+        kw.update({n: longest for n in ("max_seqlen_q", "max_seqlen_k") if n in params})
+        q, k, v = (to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))  # (1, T, H, D)
+
+        def step():
+            # (T, H, D): views of BNHD tensors; a BHND workload's are copied here, inside the timed step
+            qp, kp, vp = (t.reshape(t.shape[1], t.shape[2], t.shape[3]) for t in (q, k, v))
+            o = _out(fn(qp, kp, vp, softmax_scale=inputs.scale, causal=w.causal, **kw))
+            return from_bnhd(o.view(1, *o.shape), w.layout)
+
+        return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=cu)
 
     def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
         return flash_attend(self._func(), self.lib, q, k, v, causal, causal_align, scale, window)

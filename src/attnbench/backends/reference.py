@@ -3,14 +3,26 @@ from __future__ import annotations
 
 from ..workloads import Workload
 from ..workloads.cost import input_bytes, score_matrix_bytes
+from ..workloads.varlen import packed, seq_lengths
 from .base import ACCURACY_REFERENCE, Backend, Inputs
 from .layout import from_bhnd, keep_mask, to_bhnd
 
 
-def attention_math(q, k, v, causal: bool, align: str, scale: float, window: int | None = None):
+def attention_math(q, k, v, causal: bool, align: str, scale: float, window: int | None = None,
+                   lengths=None):
     """Plain softmax(QK^T·scale)V on (B, H, N, D) tensors in their own dtype; GQA by expansion;
-    `window`: a causal sliding window (layout.keep_mask)."""
+    `window`: a causal sliding window (layout.keep_mask); `lengths`: a packed batch, the sequences'
+    token counts along N, each sequence computed on its own (its queries see only its keys)."""
     import torch
+
+    if lengths is not None and len(lengths) > 0:
+        outs, start = [], 0
+        for n in lengths:
+            end = start + n
+            outs.append(attention_math(q[:, :, start:end], k[:, :, start:end], v[:, :, start:end], causal, align,
+                                       scale, window))
+            start = end
+        return torch.cat(outs, dim=2)
 
     group = q.shape[1] // k.shape[1]
     if group > 1:
@@ -26,9 +38,11 @@ def attention_math(q, k, v, causal: bool, align: str, scale: float, window: int 
 class Reference(Backend):
     def prepare(self, w: Workload, inputs: Inputs):
         q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        lengths = seq_lengths(w) if packed(w) else None
 
         def fn():
-            return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale), w.layout)
+            return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale, w.window, lengths),
+                             w.layout)
 
         return fn
 
@@ -48,6 +62,7 @@ def make() -> list[Backend]:
             name="reference",
             family="reference",
             role=ACCURACY_REFERENCE,
+            supports_varlen=True,  # the accuracy reference: one sequence at a time, not a packed kernel
             kernel_families={"cuda": frozenset({"unfused-gemm"}), "cpu": frozenset({"unfused-gemm"})},
             description="unfused PyTorch matmul-softmax-matmul in the workload dtype",
         )

@@ -28,7 +28,7 @@ class Sdpa(Backend):
 
     def extra_supports(self, w: Workload, dev: DeviceInfo) -> str | None:
         if self.kernel == "CUDNN_ATTENTION" and w.causal and w.causal_align == "bottom_right" \
-                and 1 < w.q_len < w.kv_len:
+                and 1 < w.q_len < w.kv_len and not w.window:
             return "bottom-right causal with q_len < kv_len has no cuDNN path through SDPA"
         return None
 
@@ -38,7 +38,10 @@ class Sdpa(Backend):
 
         pinned = [getattr(SDPBackend, self.kernel)]
         q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
-        extra = sdpa_mask_args(w.q_len, w.kv_len, w.causal, w.causal_align)
+        if w.window:  # no SDPA flag for a window: a boolean mask, built once here (outside the timed step)
+            extra = {"attn_mask": keep_mask(w.q_len, w.kv_len, w.causal_align, q.device, w.window)}
+        else:
+            extra = sdpa_mask_args(w.q_len, w.kv_len, w.causal, w.causal_align)
         gqa = w.kv_heads != w.q_heads
 
         def fn():
@@ -91,10 +94,11 @@ class Sdpa(Backend):
             raise Rejected(f"SDPA refused {self.kernel}: {why or str(e).splitlines()[0]}") from None
 
     def memory_estimate(self, w: Workload) -> int:
+        mask = w.q_len * w.kv_len if w.window else 0  # the window's boolean (Nq, Nkv) mask
         if self.kernel == "MATH":
             n = 6 if w.needs_grad else 3
-            return input_bytes(w) * 2 + n * score_matrix_bytes(w, 4)
-        return super().memory_estimate(w)
+            return input_bytes(w) * 2 + n * score_matrix_bytes(w, 4) + mask
+        return super().memory_estimate(w) + mask
 
 
 def make() -> list[Backend]:

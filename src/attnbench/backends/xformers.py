@@ -20,6 +20,8 @@ class XFormers(Backend):
     def extra_supports(self, w: Workload, dev: DeviceInfo) -> str | None:
         if dev.capability and tuple(dev.capability) > (9, 0):  # its CUDA_MAXIMUM_COMPUTE_CAPABILITY
             return "xformers' CUTLASS operator runs up to compute capability 9.0"
+        if w.window and w.causal_align == "top_left" and w.q_len != w.kv_len:
+            return "xformers: its local-attention causal mask is aligned bottom-right only"
         return None
 
     def prepare(self, w: Workload, inputs: Inputs) -> Prepared:
@@ -27,7 +29,7 @@ class XFormers(Backend):
         from xformers.ops import fmha
 
         q, k, v, g = _operands(*(to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v)))
-        bias = _bias(fmha, w.causal, w.causal_align)
+        bias = _bias(fmha, w.causal, w.causal_align, w.window)
         op = (fmha.cutlass.FwOp, fmha.cutlass.BwOp)
 
         def step():
@@ -43,9 +45,7 @@ class XFormers(Backend):
         if window and causal and causal_align != "bottom_right":
             raise Rejected("xformers: its local-attention causal mask is aligned bottom-right only")
         q5, k5, v5, g = _operands(*(t.transpose(1, 2) for t in (q, k, v)))  # (B, N, H, D) views
-        bias = _bias(fmha, causal, causal_align)
-        if window and causal:  # the `window` newest keys up to the query's diagonal
-            bias = fmha.attn_bias.LowerTriangularFromBottomRightLocalAttentionMask(window)
+        bias = _bias(fmha, causal, causal_align, window)
         o = xops.memory_efficient_attention(q5, k5, v5, attn_bias=bias, p=0.0,
                                             scale=q.shape[-1] ** -0.5 if scale is None else scale,
                                             op=(fmha.cutlass.FwOp, fmha.cutlass.BwOp))
@@ -64,9 +64,11 @@ def _operands(q, k, v):
     return q, k, v, g
 
 
-def _bias(fmha, causal: bool, align: str):
+def _bias(fmha, causal: bool, align: str, window: int | None = None):
     if not causal:
         return None
+    if window:  # the `window` newest keys up to the query's diagonal (bottom-right; equal when Nq == Nkv)
+        return fmha.attn_bias.LowerTriangularFromBottomRightLocalAttentionMask(window)
     if align == "bottom_right":
         return fmha.attn_bias.LowerTriangularFromBottomRightMask()
     return fmha.attn_bias.LowerTriangularMask()  # top-left

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..backends.layout import causal_offset, to_bhnd
 from ..backends.reference import attention_math
 from ..workloads import Workload
+from ..workloads.varlen import cu_seqlens, packed, seq_lengths, tensor_dims
 
 EPS = {"fp32": 1.2e-7, "bf16": 7.8e-3, "fp16": 9.8e-4}
 # Largest error ratio a correct kernel may show, per dtype: a margin above the largest ratio measured
@@ -63,13 +64,14 @@ def pick_slices(w: Workload, seed: int) -> list[tuple[int, int]]:
     """(batch, kv-head) slices checked in full: all of them when few, else max(B, Hkv) slices
     pairing shuffled batch indices with shuffled KV heads, so that together they cover every batch
     index and every KV head (gradients of every KV head are checked)."""
-    pairs = [(b, g) for b in range(w.batch) for g in range(w.kv_heads)]
-    n = min(max(w.batch, w.kv_heads), MAX_SLICES)
+    batch = tensor_dims(w)[0]  # a packed batch is one tensor: every sequence lies in each slice
+    pairs = [(b, g) for b in range(batch) for g in range(w.kv_heads)]
+    n = min(max(batch, w.kv_heads), MAX_SLICES)
     if len(pairs) <= n:
         return pairs
     rng = random.Random(seed)
-    bs, gs = rng.sample(range(w.batch), w.batch), rng.sample(range(w.kv_heads), w.kv_heads)
-    return sorted({(bs[i % w.batch], gs[i % w.kv_heads]) for i in range(n)})
+    bs, gs = rng.sample(range(batch), batch), rng.sample(range(w.kv_heads), w.kv_heads)
+    return sorted({(bs[i % batch], gs[i % w.kv_heads]) for i in range(n)})
 
 
 def _slice(w: Workload, tensors, sides: str, b: int, g: int):
@@ -85,7 +87,8 @@ def _run_math(w: Workload, q, k, v, do, scale: float, dtype):
 
     leaves = [t.detach().to(dtype).requires_grad_(w.needs_grad) for t in (q, k, v)]
     with torch.enable_grad():
-        o = attention_math(*leaves, w.causal, w.causal_align, scale)
+        o = attention_math(*leaves, w.causal, w.causal_align, scale, w.window,
+                           seq_lengths(w) if packed(w) else None)
         if not w.needs_grad:
             return [o.detach()]
         grads = torch.autograd.grad(o, leaves, do.to(dtype))
@@ -108,11 +111,20 @@ def _rows_math(w: Workload, q, k, v, rows: list[int], scale: float, dtype):
 
     qb, kb, vb = (to_bhnd(t, w.layout).detach() for t in (q, k, v))
     g, r = w.gqa_group, len(rows)
+    batch, nq, nkv = tensor_dims(w)
     idx = torch.tensor(rows, device=qb.device)
-    off = causal_offset(w.q_len, w.kv_len, w.causal_align)
-    keep = torch.arange(w.kv_len, device=qb.device)[None, :] <= idx[:, None] + off if w.causal else None
+    off = causal_offset(nq, nkv, w.causal_align) if not packed(w) else 0  # packed: Nq == Nkv per sequence
+    j, pos = torch.arange(nkv, device=qb.device)[None, :], idx[:, None] + off
+    keep = None
+    if w.causal:  # the rule of layout.keep_mask, for the sampled rows only
+        keep = (j <= pos) & (j > pos - w.window) if w.window else j <= pos
+    if packed(w):  # a query sees only the keys of its own sequence
+        seq = torch.bucketize(torch.arange(nkv, device=qb.device), torch.tensor(cu_seqlens(w)[1:-1],
+                                                                                device=qb.device), right=True)
+        same = seq[None, :] == seq[idx][:, None]
+        keep = same if keep is None else keep & same
     out = []
-    for b in range(w.batch):  # one batch index at a time: float64 temporaries stay small
+    for b in range(batch):  # one batch index at a time: float64 temporaries stay small
         qs = qb[b, :, rows].to(dtype).reshape(w.kv_heads, g * r, w.head_dim)  # (Hkv, G·R, D)
         s = torch.matmul(qs, kb[b].to(dtype).transpose(-1, -2)) * scale  # (Hkv, G·R, Nkv)
         if keep is not None:
@@ -142,7 +154,7 @@ class Reference64:
             rlos.append(_run_math(w, q, k, v, do, inputs.scale, low))
         self.ref = [torch.stack(t) for t in zip(*r64s)]  # per tensor: (S, 1, G|1, N, D)
         self.low_err = [_stats(torch.stack(lo), hi) for lo, hi in zip(zip(*rlos), self.ref)]
-        self.rows = pick_rows(w.q_len, seed)
+        self.rows = pick_rows(tensor_dims(w)[1], seed)
         self.rows64 = _rows_math(w, inputs.q, inputs.k, inputs.v, self.rows, inputs.scale, torch.float64)[None]
         self.rows_low_err = _stats(_rows_math(w, inputs.q, inputs.k, inputs.v, self.rows, inputs.scale, low)[None],
                                    self.rows64)

@@ -13,6 +13,7 @@ import math
 
 from ..backends.base import Inputs
 from ..workloads import Workload
+from ..workloads.varlen import tensor_dims
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DISTRIBUTIONS = ("normal", "outliers", "large-logits")
@@ -33,7 +34,9 @@ def input_seed(w: Workload, seed: int) -> int:
 
 
 def shape(w: Workload, heads: int, n: int, d: int) -> tuple[int, ...]:
-    return (w.batch, heads, n, d) if w.layout == "BHND" else (w.batch, n, heads, d)
+    """A tensor's shape in the workload's layout; a packed batch has batch 1 (its N: the packed T)."""
+    b = tensor_dims(w)[0]
+    return (b, heads, n, d) if w.layout == "BHND" else (b, n, heads, d)
 
 
 def make_inputs(w: Workload, device: str, seed: int, dist: str = "normal") -> Inputs:
@@ -43,15 +46,16 @@ def make_inputs(w: Workload, device: str, seed: int, dist: str = "normal") -> In
 
     dt = torch_dtype(w.dtype)
     grad = w.mode in ("train_fwd", "train_fwd_bwd")
+    _, nq, nkv = tensor_dims(w)  # a packed batch: T = Σ lengths tokens
 
     def empty(*s):
         return torch.empty(*s, device=device, dtype=dt)
 
-    inputs = Inputs(q=empty(*shape(w, w.q_heads, w.q_len, w.head_dim)),
-                    k=empty(*shape(w, w.kv_heads, w.kv_len, w.head_dim)),
-                    v=empty(*shape(w, w.kv_heads, w.kv_len, w.head_dim_v)),
-                    do=empty(*shape(w, w.q_heads, w.q_len, w.head_dim_v)) if w.needs_grad else None,
-                    out=empty(*shape(w, w.q_heads, w.q_len, w.head_dim_v)), scale=1.0 / math.sqrt(w.head_dim))
+    inputs = Inputs(q=empty(*shape(w, w.q_heads, nq, w.head_dim)),
+                    k=empty(*shape(w, w.kv_heads, nkv, w.head_dim)),
+                    v=empty(*shape(w, w.kv_heads, nkv, w.head_dim_v)),
+                    do=empty(*shape(w, w.q_heads, nq, w.head_dim_v)) if w.needs_grad else None,
+                    out=empty(*shape(w, w.q_heads, nq, w.head_dim_v)), scale=1.0 / math.sqrt(w.head_dim))
     refill(inputs, w, seed, dist)
     for t in (inputs.q, inputs.k, inputs.v):
         t.requires_grad_(grad)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from .schema import ATTEMPT_COLUMNS, CLAIMS_DDL, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
+from .schema import ATTEMPT_COLUMNS, BACKFILL, CLAIMS_DDL, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
 
 LOCK_TIMEOUT_S = 30  # how long a write waits for another process's lock before giving up
 
@@ -106,11 +106,14 @@ class Store:
             self.con.isolation_level = ""
 
     def _upgrade(self) -> None:
-        """An older store gains the columns and tables added since (every change so far only adds)."""
+        """An older store gains the columns and tables added since (every change so far only adds);
+        a workload axis added since gets its default in every older row (BACKFILL)."""
         have = {r[1] for r in self.con.execute("PRAGMA table_info(attempts)")}
         for c, t, _ in ATTEMPT_COLUMNS:
             if c not in have:
                 self.con.execute(f"ALTER TABLE attempts ADD COLUMN {c} {t}")
+                if c in BACKFILL:
+                    self.con.execute(f"UPDATE attempts SET {c} = ?", (BACKFILL[c],))
         self.con.execute(CLAIMS_DDL)
         self.con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
@@ -191,13 +194,15 @@ class Store:
     def attempts(self, where: str = "", params: tuple = ()) -> list[dict]:
         have = self._columns("attempts")
         q = f"SELECT {','.join(c for c in COLUMN_NAMES if c in have)} FROM attempts {where}"
-        return [{c: _decode(c, r[c]) if c in have else None for c in COLUMN_NAMES} for r in self.con.execute(q, params)]
+        return [{c: _decode(c, r[c]) if c in have else BACKFILL.get(c) for c in COLUMN_NAMES}
+                for r in self.con.execute(q, params)]
 
     def dataframe(self):
         return self.table_frame("attempts", COLUMN_NAMES)
 
     def table_frame(self, table: str, columns):
-        """The table's rows in insertion order; a column an older (read-only) store lacks reads NULL."""
+        """The table's rows in insertion order; a column an older (read-only) store lacks reads NULL (a
+        workload axis added since: its default, BACKFILL)."""
         import pandas as pd
 
         have = self._columns(table)
@@ -205,7 +210,7 @@ class Store:
         df = pd.read_sql_query(f"SELECT {','.join(present)} FROM {table} ORDER BY rowid", self.con)
         for c in columns:
             if c not in have:
-                df[c] = None
+                df[c] = BACKFILL.get(c) if table == "attempts" else None
         return df[list(columns)]
 
     def _columns(self, table: str) -> set[str]:

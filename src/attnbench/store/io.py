@@ -10,7 +10,7 @@ from pathlib import Path
 from ..record import SQL_TYPES
 from . import model_rows
 from .db import Store, StoreError
-from .schema import ATTEMPT_COLUMNS, JSON_COLUMNS, RUN_COLUMNS
+from .schema import ATTEMPT_COLUMNS, BACKFILL, JSON_COLUMNS, RUN_COLUMNS
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -185,6 +185,8 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
         missing = [c for c in t.required if r.get(c) is None]
         if missing:
             raise StoreError(f"{p}: row {i + 1} lacks {', '.join(missing)}")
+        if table == "attempts":  # an export written before a workload axis existed: its default
+            r = {**{c: v for c, v in BACKFILL.items() if r.get(c) is None}, **{c: v for c, v in r.items() if v is not None}}
         typed = {}
         for c in t.types:
             try:

@@ -2,19 +2,27 @@
 from __future__ import annotations
 
 from ..record import COLUMNS, JSON_NAMES, NAMES, Status
+from ..workloads.axes import AXES
 
 # 1: the first schema. 2: dispatch_main_family, dispatch_attention_family, device_uuid.
 # 3: kernel_us, timed_over_kernel, host_bound, warm-up and sample stationarity, clocks over the
 # timed window. An older store gains the new columns when it is opened: every change so far only
 # adds columns. 4: host_cores (the cores a multi-device run pinned the attempt's workers to),
 # backend_version, inputs (the input distribution), hard_err_ratio, undeclared_share.
-SCHEMA_VERSION = 4
+# 5: the workload axis window (sliding window). A workload axis added later is a migration, not a
+# refusal: an older store's rows hold the axis' default (BACKFILL), written into the new column when
+# the store is opened for writing, and read as it from a read-only store or an older export.
+# 6: the workload axis lengths (packed variable-length batches; older rows: fixed).
+SCHEMA_VERSION = 6
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):
 # the store's table, the export columns and docs/schema.md all follow it.
 ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [(c.name, f"{c.sql} {c.constraint}".strip(), c.doc) for c in COLUMNS]
 JSON_COLUMNS = JSON_NAMES
+# column -> the value of every row written before its axis existed (the axis' default: workloads
+# at that default keep their workload_key, see Workload.key)
+BACKFILL: dict[str, object] = {a.name: a.default for a in AXES if a.since is not None}
 COLUMN_NAMES = list(NAMES)
 
 RUN_COLUMNS: list[tuple[str, str, str]] = [

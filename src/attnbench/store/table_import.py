@@ -34,7 +34,8 @@ from ..workloads.cost import flops, io_bytes
 from .db import Store, StoreError, utcnow
 
 REQUIRED = ("backend", "mode", "batch", "q_heads", "head_dim", "dtype", "median_us")
-OPTIONAL_AXES = ("kv_heads", "head_dim_v", "causal", "causal_align", "layout", "launch", "l2", "dropout", "accum")
+OPTIONAL_AXES = ("kv_heads", "head_dim_v", "causal", "causal_align", "layout", "launch", "l2", "dropout", "accum",
+                 "window")
 KNOWN = {"device", "device_name", "seqlen", "q_len", "kv_len", "repeat", "samples_us", "device_uuid",
          "torch_version", "tag", "role", "family", *REQUIRED, *OPTIONAL_AXES}
 MEDIAN_TOLERANCE = 0.01

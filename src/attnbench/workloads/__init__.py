@@ -15,14 +15,16 @@ L2_STATES = ("warm", "cold")
 ACCUMS = ("fp32",)
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+LENGTH_KINDS = ("fixed", "uniform", "longtail")  # workloads/varlen.py
 ENUMS = {"mode": MODES, "dtype": DTYPES, "accum": ACCUMS, "causal_align": CAUSAL_ALIGNS, "layout": LAYOUTS,
-         "launch": LAUNCHES, "l2": L2_STATES}
+         "launch": LAUNCHES, "l2": L2_STATES, "lengths": LENGTH_KINDS}
 
 
-def _axis(doc: str, short: str, length: bool = False) -> dict:
+def _axis(doc: str, short: str, length: bool = False, since: int | None = None) -> dict:
     """Field metadata of one workload axis: what it means (store column docs), its short header
-    (tables), and whether its values are lengths ('4k' accepted). workloads/axes.py reads it."""
-    return {"doc": doc, "short": short, "length": length}
+    (tables), whether its values are lengths ('4k' accepted), and `since`: the store schema version
+    that added it (None: there from the start). workloads/axes.py reads it."""
+    return {"doc": doc, "short": short, "length": length, "since": since}
 
 
 class WorkloadError(ValueError):
@@ -58,6 +60,14 @@ class Workload:
     launch: str = field(default="eager", metadata=_axis("eager or graph (CUDA graph replay)", "launch"))
     l2: str = field(default="warm", metadata=_axis(
         "warm, or cold (L2 flushed before every sample, one call per sample)", "L2"))
+    # Axes added later (metadata `since`): at their default they stay out of key(), so the workloads
+    # of older stores keep their identity, and a store migration fills their column with the default.
+    window: int = field(default=0, metadata=_axis(
+        "sliding window W (causal only): query i sees the W keys j with p_i - W < j <= p_i, p_i = i + the "
+        "causal offset; 0 = no window", "win", length=True, since=5))
+    lengths: str = field(default="fixed", metadata=_axis(
+        "fixed | uniform | longtail: per-sequence lengths of a packed (varlen) prefill batch, q_len the "
+        "longest (workloads/varlen.py)", "lens", since=6))
 
     def __post_init__(self) -> None:
         # One spelling per semantics: without a mask the alignment means nothing, and 0 == 0.0.
@@ -92,12 +102,21 @@ class Workload:
         return dataclasses.asdict(self)
 
     def key(self) -> str:
-        """Stable identity of the semantics (hash of every field)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True)
+        """Stable identity of the semantics: hash of every field, except an axis added later (metadata
+        `since`) at its default, so that adding an axis changes no earlier workload's key."""
+        d = self.to_dict()
+        for f in dataclasses.fields(self):
+            if f.metadata.get("since") is not None and d[f.name] == f.default:
+                del d[f.name]
+        blob = json.dumps(d, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
     def label(self) -> str:
         c = f"causal-{self.causal_align}" if self.causal else "full"
+        if self.window:
+            c += f" window{self.window}"
+        if self.lengths != "fixed":
+            c += f" varlen-{self.lengths}"
         return (
             f"{self.mode} B{self.batch} Nq{self.q_len} Nkv{self.kv_len} H{self.q_heads}/{self.kv_heads}"
             f" D{self.head_dim}/{self.head_dim_v} {self.dtype} {c} {self.layout} {self.launch} L2{self.l2}"
@@ -134,6 +153,16 @@ def validate(w: Workload) -> list[str]:
         out.append(f"dropout must be a number in [0, 1), got {w.dropout!r}")
     elif not (0.0 <= w.dropout < 1.0):
         out.append(f"dropout must be in [0, 1), got {w.dropout!r}")
+    if not isinstance(w.window, int) or isinstance(w.window, bool) or w.window < 0:
+        out.append(f"window must be a non-negative integer (0: no window), got {w.window!r}")
+    elif w.window and not w.causal:
+        out.append("a sliding window is defined for causal workloads only (set causal: true, or window: 0)")
+    if w.lengths != "fixed" and w.lengths in LENGTH_KINDS:
+        if w.mode != "prefill":
+            out.append(f"packed variable-length batches (lengths {w.lengths}) are defined for prefill only")
+        elif w.q_len != w.kv_len:
+            out.append(f"a packed batch is self-attention: each sequence's keys are its queries (q_len {w.q_len} "
+                       f"!= kv_len {w.kv_len})")
     if w.causal and w.causal_align == "bottom_right" and w.q_len > w.kv_len:
         out.append(f"bottom-right causal with q_len {w.q_len} > kv_len {w.kv_len} leaves query rows with no key")
     if w.launch == "graph" and w.mode == "train_fwd_bwd":

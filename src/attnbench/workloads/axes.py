@@ -20,6 +20,8 @@ class Axis:
     short: str  # table header
     length: bool = False  # a length: '4k' is accepted
     choices: tuple | None = None  # the allowed values of an enum axis
+    default: object = None  # the Workload field's default (None: the field has none)
+    since: int | None = None  # store schema version that added the axis (None: the first)
 
     def parse(self, value):
         """One value from text (a CLI filter) or YAML: '4k' for lengths, true/false for booleans,
@@ -57,8 +59,9 @@ def _axes() -> tuple[Axis, ...]:
     out = []
     for f in dataclasses.fields(Workload):
         meta = f.metadata
+        default = None if f.default is dataclasses.MISSING else f.default
         out.append(Axis(f.name, _TYPES[str(f.type)], meta["doc"], meta["short"], meta.get("length", False),
-                        ENUMS.get(f.name)))
+                        ENUMS.get(f.name), default, meta.get("since")))
     return tuple(out)
 
 

@@ -3,26 +3,41 @@
 Conventions:
 - A forward pass costs 2·B·Hq·P·(D + Dv) FLOPs, where P is the number of (query, key) pairs that
   are computed: Nq·Nkv without a mask, and the exact count of unmasked pairs with a causal mask
-  (so non-square causal shapes and both alignments are counted exactly, not halved). QK^T
+  (so non-square causal shapes and both alignments are counted exactly, not halved), and of a
+  sliding window (only the W keys each query attends). QK^T
   contributes 2·D per pair and PV 2·Dv per pair; softmax is not counted.
+- A packed variable-length batch (workloads/varlen.py) counts each sequence's own pairs and bytes:
+  P and the byte terms are summed over the sequences, never taken at the longest length.
 - GQA/MQA count query heads: sharing K/V does not reduce arithmetic.
 - Backward = 2.5 × forward, so train_fwd_bwd = 3.5 × forward.
 - Bytes are the fewest HBM bytes a fused kernel must move: Q, K, V read once and O written once
-  (s = bytes per element). For decode this is 2·B·Hkv·N·D·s for K and V (with Dv for V) plus Q
+  (s = bytes per element); with a sliding window only the keys some query attends are read (for
+  decode the W newest). For decode this is 2·B·Hkv·N·D·s for K and V (with Dv for V) plus Q
   and O; it is a model, not a profiler reading. Backward bytes are not modelled (None).
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from . import DTYPE_BYTES, Workload
+from .varlen import packed, seq_lengths, tensor_dims
 
 BWD_FACTOR = 2.5
 
 
-def unmasked_pairs(q_len: int, kv_len: int, causal: bool, align: str) -> int:
-    """Exact number of (query, key) pairs a causal mask leaves, per (batch, head)."""
+def unmasked_pairs(q_len: int, kv_len: int, causal: bool, align: str, window: int = 0) -> int:
+    """Exact number of (query, key) pairs a causal mask (and a sliding window of `window` keys, with
+    causal) leaves, per (batch, head)."""
     if not causal:
         return q_len * kv_len
     offset = kv_len - q_len if align == "bottom_right" else 0
+    pairs = _below(q_len, kv_len, offset)
+    # the window drops the keys j <= i + offset - window: a causal mask shifted by the window
+    return pairs - _below(q_len, kv_len, offset - window) if window else pairs
+
+
+def _below(q_len: int, kv_len: int, offset: int) -> int:
+    """Pairs (i, j), 0 <= i < q_len, 0 <= j < kv_len, with j <= i + offset."""
     # query i sees keys 0 .. i+offset (clipped to [0, kv_len]); closed form over three ranges.
     total = 0
     # rows where i+offset+1 <= 0 contribute 0; rows where it is >= kv_len contribute kv_len.
@@ -39,9 +54,32 @@ def unmasked_pairs(q_len: int, kv_len: int, causal: bool, align: str) -> int:
     return total
 
 
+def sequences(w: Workload) -> list[tuple[int, int, int]]:
+    """(how many, Nq, Nkv) of the workload's sequences: B of one shape, or a packed batch's lengths."""
+    if not packed(w):
+        return [(w.batch, w.q_len, w.kv_len)]
+    return [(n, length, length) for length, n in sorted(Counter(seq_lengths(w)).items())]
+
+
+def _kv_read(w: Workload, q_len: int, kv_len: int) -> int:
+    if not (w.causal and w.window):
+        return kv_len
+    offset = kv_len - q_len if w.causal_align == "bottom_right" else 0
+    first = max(0, offset - w.window + 1)  # oldest key of query 0's window
+    last = min(kv_len - 1, q_len - 1 + offset)  # newest key of the last query
+    return max(0, last - first + 1)
+
+
+def kv_read_len(w: Workload) -> int:
+    """Keys (and values) of one Nq x Nkv sequence that a fused kernel must read: Nkv, or with a sliding
+    window the keys that at least one query attends (one contiguous range: the windows slide by one key)."""
+    return _kv_read(w, w.q_len, w.kv_len)
+
+
 def forward_flops(w: Workload) -> int:
-    pairs = unmasked_pairs(w.q_len, w.kv_len, w.causal, w.causal_align)
-    return 2 * w.batch * w.q_heads * pairs * (w.head_dim + w.head_dim_v)
+    window = w.window if w.causal else 0
+    pairs = sum(n * unmasked_pairs(q, kv, w.causal, w.causal_align, window) for n, q, kv in sequences(w))
+    return 2 * w.q_heads * pairs * (w.head_dim + w.head_dim_v)
 
 
 def flops(w: Workload) -> float:
@@ -55,16 +93,19 @@ def io_bytes(w: Workload) -> int | None:
     if w.mode == "train_fwd_bwd":
         return None
     s = DTYPE_BYTES[w.dtype]
-    q = w.batch * w.q_heads * w.q_len * w.head_dim
-    o = w.batch * w.q_heads * w.q_len * w.head_dim_v
-    kv = w.batch * w.kv_heads * w.kv_len * (w.head_dim + w.head_dim_v)
-    return (q + kv + o) * s
+    total = 0
+    for n, q_len, kv_len in sequences(w):
+        q = w.q_heads * q_len * w.head_dim
+        o = w.q_heads * q_len * w.head_dim_v
+        kv = w.kv_heads * _kv_read(w, q_len, kv_len) * (w.head_dim + w.head_dim_v)
+        total += n * (q + kv + o)
+    return total * s
 
 
 def decode_kv_bytes(w: Workload) -> int:
-    """K and V cache read once: 2·B·Hkv·N·D·s when D == Dv."""
+    """K and V cache read once: 2·B·Hkv·N·D·s when D == Dv (N: the W newest keys under a window)."""
     s = DTYPE_BYTES[w.dtype]
-    return w.batch * w.kv_heads * w.kv_len * (w.head_dim + w.head_dim_v) * s
+    return w.batch * w.kv_heads * kv_read_len(w) * (w.head_dim + w.head_dim_v) * s
 
 
 def bound(w: Workload) -> str:
@@ -74,9 +115,10 @@ def bound(w: Workload) -> str:
 
 def input_bytes(w: Workload) -> int:
     s = DTYPE_BYTES[w.dtype]
-    q = w.batch * w.q_heads * w.q_len * w.head_dim
-    kv = w.batch * w.kv_heads * w.kv_len * (w.head_dim + w.head_dim_v)
-    o = w.batch * w.q_heads * w.q_len * w.head_dim_v
+    b, nq, nkv = tensor_dims(w)  # a packed batch: (1, T, T)
+    q = b * w.q_heads * nq * w.head_dim
+    kv = b * w.kv_heads * nkv * (w.head_dim + w.head_dim_v)
+    o = b * w.q_heads * nq * w.head_dim_v
     n = q + kv + o  # output buffer is allocated with the inputs
     if w.needs_grad:
         n *= 2  # gradients of Q, K, V and the given dO
@@ -84,5 +126,6 @@ def input_bytes(w: Workload) -> int:
 
 
 def score_matrix_bytes(w: Workload, elem_bytes: int = 4) -> int:
-    """Bytes of one materialised (B, Hq, Nq, Nkv) score matrix."""
+    """Bytes of one materialised (B, Hq, Nq, Nkv) score matrix (a bound for a packed batch, whose
+    reference computes each sequence's own)."""
     return w.batch * w.q_heads * w.q_len * w.kv_len * elem_bytes
