@@ -177,7 +177,11 @@ class RayExecutor:
         kw: dict = {"address": self.address} if self.address else {}
         if not self.address and self.devices:  # a local instance with the fake devices' resource
             kw.update(num_cpus=max(os.cpu_count() or 1, len(self.devices)), resources={CPU_RESOURCE: len(self.devices)})
-        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False, **kw)
+        try:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False, **kw)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+            raise ClusterError(f"could not reach {where}: {str(e).strip().splitlines()[0]}") from e
         self._owns_ray = True
 
     def _want(self) -> list[DeviceSpec | None]:
@@ -203,6 +207,10 @@ class RayExecutor:
         opts = ({"num_cpus": 0, "resources": {CPU_RESOURCE: 1}} if spec else {"num_cpus": 0, "num_gpus": 1})
         cls = ray.remote(DeviceActor).options(max_restarts=0, max_task_retries=0, **opts)
         return cls.remote(self.cfg, "cpu" if spec else "cuda:0", self.make)
+
+    @property
+    def labels(self) -> list[str]:
+        return [lane.label for lane in self.lanes]
 
     # ---- the executor interface --------------------------------------------------------------------
 
