@@ -141,6 +141,7 @@ class _ActorLane:
             return False
         self.info = info
         self.owner.placements[self.i] = self.placement(info)
+        self.owner.replaced.append(self.label)
         log.warning("device %s: replaced (restart %d of %d)", self.label, self.restarts, self.owner.max_restarts)
         return True
 
@@ -162,6 +163,7 @@ class RayExecutor:
         self.started: Started | None = None
         self.backend_names: list[str] = []
         self.closing = False
+        self.replaced: list[str] = []  # the label of every actor replaced after it was lost
         self._owns_ray = False
         self._queue: dict[str, object] = {}  # attempt key -> its queue (GPU model, or lane under replicate)
         self._overhead: dict[str, float] = {}  # of actors gone (closed or replaced)
@@ -174,7 +176,7 @@ class RayExecutor:
 
         if ray.is_initialized():  # a caller's instance (tests): used, and left running
             return
-        kw: dict = {"address": self.address} if self.address else {}
+        kw: dict = {"address": self.address or "local"}  # local: a new instance, not one `ray start` runs
         if not self.address and self.devices:  # a local instance with the fake devices' resource
             kw.update(num_cpus=max(os.cpu_count() or 1, len(self.devices)), resources={CPU_RESOURCE: len(self.devices)})
         try:
