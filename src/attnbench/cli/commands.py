@@ -45,10 +45,36 @@ def _check_device(device: str) -> str:
     raise UsageError(f"bad --device {device!r}: use cpu, cuda or cuda:N")
 
 
+def _check_ray(args):
+    """--executor ray: Ray importable, and --devices as fake CPU devices (a list of DeviceSpec) or None
+    (every GPU of the cluster)."""
+    from ..runner.multi import parse_devices
+
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UsageError("--executor ray needs Ray, which is not installed: pip install 'attnbench[ray]'") from None
+    if args.device is not None:
+        raise UsageError("--device and --executor ray exclude each other (use --devices all, or cpu:0,cpu:1)")
+    if args.devices is None or args.devices.strip() == "all":
+        return None
+    if not all(x.strip().startswith("cpu:") for x in args.devices.split(",")):
+        raise UsageError("with --executor ray, --devices is all (every GPU of the cluster) or cpu:0,cpu:1 "
+                         "(fake CPU devices)")
+    try:
+        return parse_devices(args.devices, lambda: 0)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _check_devices(args):
     """--devices (and --replicate) as a list of runner.multi.DeviceSpec, or None for one device."""
     from ..runner.multi import parse_devices
 
+    if args.address is not None and args.executor != "ray":
+        raise UsageError("--address needs --executor ray")
+    if args.executor == "ray":
+        return _check_ray(args)
     if args.devices is None:
         if args.replicate:
             raise UsageError("--replicate needs --devices")
@@ -124,6 +150,16 @@ def select_workloads(args):
     return name, ws
 
 
+def _ray_errors(fn, *args):
+    """fn(*args), a Ray cluster that cannot serve the run (runner.ray_exec.ClusterError) as a usage error."""
+    from ..runner.ray_exec import ClusterError  # imports no Ray itself
+
+    try:
+        return fn(*args)
+    except ClusterError as e:
+        raise UsageError(str(e)) from None
+
+
 def cmd_run(args, argv) -> int:
     from ..backends.registry import select
     from ..measure.timing import TimingConfig
@@ -133,7 +169,11 @@ def cmd_run(args, argv) -> int:
     from .progress import SweepProgress, summary
 
     devices = _check_devices(args)
-    device = devices[0].torch_device if devices else _check_device(args.device or _default_device())
+    ray = args.executor == "ray"
+    if ray:
+        device = "cpu" if devices else "cuda"  # the cluster's GPUs (the driver need not have one)
+    else:
+        device = devices[0].torch_device if devices else _check_device(args.device or _default_device())
     if args.grid is None and args.config is None:
         args.grid = "smoke" if device == "cpu" else "quick"
     grid_name, workloads = select_workloads(args)
@@ -159,10 +199,14 @@ def cmd_run(args, argv) -> int:
                       log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
                       strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose),
                       compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None)
-    label = ",".join(d.label for d in devices) if devices else device
+    label = ",".join(d.label for d in devices) if devices else ("ray:all GPUs" if ray else device)
     req = RunRequest(label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
                      shlex.join(["attnbench"] + list(argv)), args.retry_failed)
-    if devices:
+    if ray:
+        from ..runner.ray_exec import RayExecutor
+
+        executor = RayExecutor(cfg, devices, args.replicate, args.address)
+    elif devices:
         from ..runner.multi import MultiExecutor
 
         executor = MultiExecutor(cfg, devices, args.replicate)
@@ -173,22 +217,24 @@ def cmd_run(args, argv) -> int:
 
         with err.status(f"starting workers on {label} to read the device..."):
             try:
-                attempts = plan_only(executor, req)
+                attempts = _ray_errors(plan_only, executor, req)
             finally:
                 executor.close()
         c = Counter(a.planned.value if a.planned else "TO_RUN" for a in attempts)
-        copies = f" × {len(devices)} devices" if devices and args.replicate else ""
+        placements = getattr(executor, "placements", ())
+        labels = getattr(executor, "labels", None) or [d.label for d in devices or ()]
+        copies = f" × {len(placements)} devices" if placements and args.replicate else ""
         out.print(f"{len(workloads)} workloads × {len(backends)} backends × {args.repeats} repeats{copies} = "
                   f"{len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-        for d, p in zip(devices or (), getattr(executor, "placements", ())):
-            out.print(f"  {d.label}: {p.device_name}, uuid {p.device_uuid or '-'}, "
+        for lab, p in zip(labels, placements):
+            out.print(f"  {lab}: {p.device_name}, uuid {p.device_uuid or '-'}, "
                       f"host cores {p.host_cores or 'not pinned'}")
-        _print_eta(attempts, db, len(devices) if devices else 1)
+        _print_eta(attempts, db, len(placements) or 1)
         return 0
     store = Store(db)
     try:
         with SweepProgress(err) as prog:
-            report = conduct(executor, store, req, prog)
+            report = _ray_errors(conduct, executor, store, req, prog)
         summary(err, store, report.counts, report.resumed, db, report.overhead_s)
         return 0
     finally:

@@ -13,6 +13,8 @@ EPILOG = f"""Every attempt (workload × backend × repeat) becomes exactly one r
 Typical use:
   attnbench run                       # the smoke grid on CPU, the quick grid on a CUDA device
   attnbench run --grid quick --repeats 3
+  attnbench run --devices all         # every GPU of this host
+  attnbench run --executor ray --address auto   # every GPU of a Ray cluster
   attnbench show --db attnbench.sqlite
 Bad input exits with code 2 and writes nothing."""
 
@@ -61,6 +63,15 @@ def build_parser() -> Parser:
     r.add_argument("--replicate", action="store_true",
                    help="with --devices: every device runs the whole plan, its attempts keyed by the device's UUID "
                         "(their comparison is the method's noise floor)")
+    r.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where attempts run: local (default: worker processes on this host, --device or --devices) "
+                        "or ray (one Ray actor per GPU of a Ray cluster, each with its own warm workers; the plan is "
+                        "sharded per GPU model, or run whole on every GPU with --replicate; rows are written here, "
+                        "an actor lost mid-attempt has its attempts run again; needs pip install 'attnbench[ray]'). "
+                        "With ray, --devices is all (default) or cpu:0,cpu:1 (fake CPU devices)")
+    r.add_argument("--address", metavar="ADDR",
+                   help="with --executor ray: the Ray cluster to join (auto: the one `ray start` runs on this host, "
+                        "or ray://HOST:10001); default: start a local Ray instance for this run")
     r.add_argument("--db", default=DEFAULT_DB, help=f"SQLite store (default: ./{DEFAULT_DB})")
     r.add_argument("--repeats", type=int, default=3,
                    help="process-level repeats of every attempt (default 3: the fewest from which a lead's "

@@ -82,7 +82,8 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         sink = RowSink(store, report.run_id, req.tag, {**toolkit_columns(prov), "inputs": req.inputs},
                        prov.get("ceilings") or {},
                        (prov.get("device") or {}).get("l2_bytes"), started.device.type,
-                       observers=[observer.row, lambda row: report.counts.update([row["status"]])])
+                       observers=[observer.row, lambda row: report.counts.update([row["status"]])],
+                       models=prov.get("models") or {})
         observer.begin(len(attempts), report.resumed, retried)
         for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running
             if a.planned:

@@ -31,6 +31,15 @@ class LocalConfig:
     compile_cache: str | None = None  # a named compiler cache; None: a fresh one for this run
 
 
+def worker_slot(backend, strict_isolation: bool = False) -> str | None:
+    """The warm worker an attempt of this backend runs in: "shared", "backend:NAME", or None (a
+    process of its own for the attempt)."""
+    iso = backend.isolation
+    if iso == "attempt" or (iso == "backend" and strict_isolation):
+        return None
+    return "shared" if iso == "worker" else f"backend:{backend.name}"
+
+
 class LocalExecutor(BaseExecutor):
     """Owns the workers. A repeat gets fresh processes: one shared by backends with
     isolation="worker", one per backend with isolation="backend" (compile-based backends: no other
@@ -55,10 +64,7 @@ class LocalExecutor(BaseExecutor):
                 "seed": self.cfg.seed, "tol": self.cfg.tol, "inputs": self.cfg.inputs, "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
 
     def _slot(self, backend) -> str | None:
-        iso = backend.isolation
-        if iso == "attempt" or (iso == "backend" and self.cfg.strict_isolation):
-            return None
-        return "shared" if iso == "worker" else f"backend:{backend.name}"
+        return worker_slot(backend, self.cfg.strict_isolation)
 
     def _new_worker(self, slot: str | None = None, wait: bool = True) -> Worker:
         warm = {"device": self.device, "compile_cache": self.cache_dir, "compiler": slot is None or slot.startswith("backend:"),

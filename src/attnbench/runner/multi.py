@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import queue
 import threading
-import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from . import planner
 from .executor import Claim, Placement, Sink, Started, take_all
+from .groups import drive, group_queues
 from .local import LocalConfig, LocalExecutor
 from .planner import Attempt
 from .supervisor import WORKER_NAME
@@ -90,12 +88,25 @@ def format_cores(cores: list[int] | None) -> str | None:
     return ",".join(runs)
 
 
-@dataclass
-class _Group:
-    """A whole (repeat, workload) group: every backend of one workload in one repeat runs on one device."""
+class _LocalLane:
+    """A device of this host as runner/groups.py's loop sees it: its LocalExecutor and placement."""
 
-    repeat: int
-    attempts: list[Attempt]
+    def __init__(self, ex: LocalExecutor, placement: Placement, queue, label: str):
+        self.ex, self.placement, self.queue, self.label = ex, placement, queue, label
+
+    def enter_repeat(self, repeat: int, slots: set) -> None:
+        self.ex.enter_repeat(repeat, slots)
+
+    def run_attempt(self, a: Attempt):
+        outcome = self.ex.run_attempt(a)
+        outcome.placement = self.placement
+        return outcome
+
+    def stop_workers(self) -> None:
+        self.ex._stop_workers()
+
+    def recover(self) -> bool:  # a local device is never lost (its crashed workers are replaced per attempt)
+        return False
 
 
 class MultiExecutor:
@@ -184,86 +195,15 @@ class MultiExecutor:
         i = self._owner.get(attempt.key)
         return self.started.placement if i is None else self.placements[i]
 
-    def _queues(self, attempts: list[Attempt]) -> tuple[list[deque], dict]:
-        """The groups each device pulls from (one shared queue, or one per device under replicate),
-        in plan order, and the worker slots each (queue, repeat) needs."""
-        shared = deque()
-        qs = [deque() for _ in self.execs] if self.replicate else [shared] * len(self.execs)
-        groups: dict[tuple, _Group] = {}
-        slots: dict[tuple, set] = {}
-        for a in attempts:
-            qi = self._owner[a.key] if self.replicate else 0
-            gk = (qi, a.repeat, a.workload.key())
-            g = groups.get(gk)
-            if g is None:
-                g = groups[gk] = _Group(a.repeat, [])
-                qs[qi].append(g)
-            g.attempts.append(a)
-            slots.setdefault((qi, a.repeat), set()).add(self.execs[0]._slot(a.backend))
-        return qs, slots
+    def _queue_of(self, a: Attempt) -> int:
+        """One shared queue, or one per device under replicate."""
+        return self._owner[a.key] if self.replicate else 0
 
     def run(self, attempts: Iterable[Attempt], sink: Sink, claim: Claim = take_all) -> None:
-        attempts = list(attempts)
-        qs, slots = self._queues(attempts)
-        inbox: queue.Queue = queue.Queue()  # claims, outcomes and ends from the dispatchers, read here only
-        stop = threading.Event()
-        lock = threading.Lock()
-
-        def ask_claim(a: Attempt) -> bool:
-            reply: queue.Queue = queue.Queue(maxsize=1)
-            inbox.put(("claim", a, reply))
-            while True:
-                try:
-                    return reply.get(timeout=0.1)
-                except queue.Empty:
-                    if stop.is_set():
-                        return False
-
-        def dispatch(i: int) -> None:
-            ex, qi = self.execs[i], (i if self.replicate else 0)
-            try:
-                while not stop.is_set():
-                    with lock:
-                        g = qs[i].popleft() if qs[i] else None
-                    if g is None:
-                        break
-                    ex.enter_repeat(g.repeat, slots[(qi, g.repeat)])
-                    for a in g.attempts:
-                        if stop.is_set() or not ask_claim(a):
-                            continue
-                        outcome = ex.run_attempt(a)
-                        outcome.placement = self.placements[i]
-                        inbox.put(("outcome", outcome))
-            except BaseException as e:  # re-raised on the calling thread
-                inbox.put(("error", e))
-            finally:
-                ex._stop_workers()
-                inbox.put(("done", i))
-
-        threads = [threading.Thread(target=dispatch, args=(i,), name=f"attnbench-{d.label}", daemon=True)
-                   for i, d in enumerate(self.devices)]
-        for t in threads:
-            t.start()
-        try:
-            done = 0
-            while done < len(threads):
-                kind, *rest = inbox.get()
-                if kind == "claim":
-                    a, reply = rest
-                    reply.put(bool(claim(a)))
-                elif kind == "outcome":
-                    sink(rest[0])
-                elif kind == "error":
-                    raise rest[0]
-                else:
-                    done += 1
-        finally:
-            stop.set()
-            t0 = time.monotonic()
-            while any(t.is_alive() for t in threads):  # an interrupt: kill what they wait on; they end
-                self._kill_workers(everything=time.monotonic() - t0 > 3)
-                for t in threads:
-                    t.join(0.2)
+        queues, slots = group_queues(attempts, self._queue_of, self.execs[0]._slot)
+        lanes = [_LocalLane(ex, p, i if self.replicate else 0, d.label)
+                 for i, (ex, p, d) in enumerate(zip(self.execs, self.placements, self.devices))]
+        drive(lanes, queues, slots, sink, claim, self._kill_workers)
 
     def _kill_workers(self, everything: bool = False) -> None:
         """Kill the devices' workers (those being started too), so no dispatcher waits on one. After

@@ -65,10 +65,15 @@ class RowSink:
     device_type: str = "cpu"
     observers: list[Callable] = field(default_factory=list)  # each called with the written row (a dict)
     store_s: float = 0.0  # seconds spent writing
+    # a run over several GPU models (runner/ray_exec.py): device name -> {"ceilings", "l2_bytes",
+    # "type"} of that model, used for the rows placed on it instead of the run's
+    models: dict = field(default_factory=dict)
 
     def __call__(self, outcome: Outcome) -> None:
-        row = record.as_row(make_record(outcome, self.run_id, self.tag, self.run_columns, self.ceilings, self.l2_bytes,
-                                        self.device_type))
+        m = self.models.get(outcome.placement.device_name)
+        ceilings, l2, kind = ((m.get("ceilings") or {}, m.get("l2_bytes"), m.get("type") or self.device_type) if m
+                              else (self.ceilings, self.l2_bytes, self.device_type))
+        row = record.as_row(make_record(outcome, self.run_id, self.tag, self.run_columns, ceilings, l2, kind))
         t0 = time.perf_counter()
         written = self.store.insert(row)
         self.store_s += time.perf_counter() - t0

@@ -1,0 +1,340 @@
+"""The Ray executor: one actor per device of a Ray cluster (num_gpus=1 on a GPU), each owning a
+LocalExecutor for its device (warm workers, the attempt code unchanged). The driver hands out whole
+(repeat, workload) groups, routed by GPU model (each model's actors share that model's plan, or
+every actor runs the whole plan with --replicate), and writes every row itself (one store, one
+writer, a row only once an attempt finished). A lost actor's unfinished attempts run again, on
+another actor of its model or on a replacement."""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from typing import Callable, Iterable
+
+from ..backends.base import DeviceInfo
+from . import planner
+from .executor import Claim, Outcome, Placement, Sink, Started, take_all
+from .groups import DeviceLost, drive, group_queues
+from .local import LocalConfig, LocalExecutor, worker_slot
+from .multi import DeviceSpec
+from .planner import Attempt
+
+log = logging.getLogger(__name__)
+
+CPU_RESOURCE = "attnbench_cpu_device"  # a fake CPU device's custom Ray resource (tests, laptops)
+START_TIMEOUT_S = 900.0  # an actor's start: its workers, the provenance and the ceilings
+
+
+class ClusterError(RuntimeError):
+    """The Ray cluster cannot serve the request (too few devices, no GPU): one line, nothing written."""
+
+
+class DeviceActor:
+    """Runs inside a Ray actor: a LocalExecutor for the actor's device. Attempts arrive as plain
+    values (key, workload, backend name, repeat) and the backends are loaded here, so plugin classes
+    never travel by pickle."""
+
+    def __init__(self, cfg: LocalConfig, torch_device: str, make: Callable[..., LocalExecutor] | None = None):
+        from ..backends.registry import all_backends
+
+        if cfg.log_path and not os.path.isdir(os.path.dirname(os.path.abspath(cfg.log_path))):
+            cfg = replace(cfg, log_path=None)  # another node: the driver's directory is not here
+        self.ex = (make or LocalExecutor)(cfg, torch_device, None)
+        self.backends = {b.name: b for b in all_backends(cfg.plugins)}
+
+    def start(self, backend_names: list[str]) -> dict:
+        import ray
+
+        st = self.ex.start(self.ex.device, [self.backends[n] for n in backend_names])
+        p = st.placement
+        gpus = ray.get_gpu_ids()
+        index = int(gpus[0]) if gpus else p.device_index
+        return {"provenance": st.provenance, "placement": Placement(p.device_name, index, p.device_uuid),
+                "node": ray.util.get_node_ip_address(), "pid": os.getpid()}
+
+    def enter_repeat(self, repeat: int, slots: list) -> None:
+        self.ex.enter_repeat(repeat, set(slots))
+
+    def run_attempt(self, key: str, workload: dict, backend: str, repeat: int) -> tuple[dict, float]:
+        from ..workloads import Workload
+
+        o = self.ex.run_attempt(Attempt(key, Workload.from_dict(workload), self.backends[backend], repeat))
+        return o.measured, o.wall_s
+
+    def stop_workers(self) -> None:
+        self.ex._stop_workers()
+
+    def overhead(self) -> dict:
+        return dict(self.ex.overhead_s)
+
+    def close(self) -> dict:
+        self.ex.close()
+        return dict(self.ex.overhead_s)
+
+
+def _lost(e: BaseException) -> DeviceLost:
+    return DeviceLost(f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+
+
+class _ActorLane:
+    """One actor as runner/groups.py's loop sees it; replaced (up to max_restarts times) when lost."""
+
+    def __init__(self, owner: "RayExecutor", i: int, spec: DeviceSpec | None):
+        self.owner, self.i, self.spec = owner, i, spec
+        self.label = spec.label if spec else f"gpu{i}"
+        self.actor = owner._new_actor(spec)
+        self.info: dict | None = None
+        self.queue = None  # set once the plan is routed
+        self.restarts = 0
+        self.ledger: dict[str, float] = {}  # the actor's overhead ledger as last read
+
+    def _get(self, ref, timeout: float | None = None):
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            return ray.get(ref, timeout=timeout)
+        except (RayActorError, GetTimeoutError) as e:
+            raise _lost(e) from e
+
+    def enter_repeat(self, repeat: int, slots: set) -> None:
+        self._get(self.actor.enter_repeat.remote(repeat, sorted(slots, key=str)))
+
+    def run_attempt(self, a: Attempt) -> Outcome:
+        measured, wall_s = self._get(self.actor.run_attempt.remote(a.key, a.workload.to_dict(), a.backend.name,
+                                                                   a.repeat))
+        return Outcome(a, measured, wall_s, self.owner.placements[self.i])
+
+    def stop_workers(self) -> None:
+        self._get(self.actor.stop_workers.remote())
+
+    def placement(self, info: dict) -> Placement:
+        """Where the actor runs; a fake CPU device's index is its number in --devices."""
+        p = info["placement"]
+        return replace(p, device_index=self.spec.index) if self.spec and p.device_index is None else p
+
+    def identity(self, info: dict) -> str:
+        """What a replacement must share with the actor it replaces: the model (sharding), the device."""
+        p = self.placement(info)
+        return self.owner.device_id(p, self.i) if self.owner.replicate else p.device_name
+
+    def recover(self) -> bool:
+        """A new actor in place of the lost one, if restarts are left and it has the same identity
+        (the attempts put back are keyed by it)."""
+        import ray
+
+        if self.restarts >= self.owner.max_restarts or self.owner.closing:
+            return False
+        self.restarts += 1
+        self.owner._retire(self)
+        ray.kill(self.actor, no_restart=True)
+        self.actor = self.owner._new_actor(self.spec)
+        try:
+            info = self._get(self.actor.start.remote(self.owner.backend_names), START_TIMEOUT_S)
+        except DeviceLost as e:
+            log.warning("device %s: its replacement did not start: %s", self.label, e)
+            return self.recover()
+        if self.identity(info) != self.identity(self.info):
+            log.warning("device %s: the replacement landed on %s, not %s; not used", self.label,
+                        self.identity(info), self.identity(self.info))
+            ray.kill(self.actor, no_restart=True)
+            return False
+        self.info = info
+        self.owner.placements[self.i] = self.placement(info)
+        self.owner.replaced.append(self.label)
+        log.warning("device %s: replaced (restart %d of %d)", self.label, self.restarts, self.owner.max_restarts)
+        return True
+
+
+class RayExecutor:
+    """devices: fake CPU devices (cpu:0,cpu:1: one actor each, holding one unit of the custom
+    resource attnbench_cpu_device), or None: one actor per GPU of the cluster. Default: the plan is
+    sharded per GPU model (attempt keys as on one device of that model: the model is part of every
+    key); replicate: every actor runs the whole plan, keyed by its device's UUID."""
+
+    def __init__(self, cfg: LocalConfig, devices: list[DeviceSpec] | None = None, replicate: bool = False,
+                 address: str | None = None, max_restarts: int = 2, make: Callable[..., LocalExecutor] | None = None):
+        """make(cfg, torch_device, cores): each actor's LocalExecutor (a test passes one whose workers
+        are simulated; it must be importable in the actor's process)."""
+        self.cfg, self.devices, self.replicate, self.address = cfg, devices, replicate, address
+        self.max_restarts, self.make = max_restarts, make
+        self.lanes: list[_ActorLane] = []
+        self.placements: list[Placement] = []
+        self.started: Started | None = None
+        self.backend_names: list[str] = []
+        self.closing = False
+        self.replaced: list[str] = []  # the label of every actor replaced after it was lost
+        self._owns_ray = False
+        self._queue: dict[str, object] = {}  # attempt key -> its queue (GPU model, or lane under replicate)
+        self._overhead: dict[str, float] = {}  # of actors gone (closed or replaced)
+        self._models: dict[str, int] = {}  # GPU model -> the first lane of that model
+
+    # ---- the cluster -------------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        import ray
+
+        if ray.is_initialized():  # a caller's instance (tests): used, and left running
+            return
+        kw: dict = {"address": self.address or "local"}  # local: a new instance, not one `ray start` runs
+        if not self.address and self.devices:  # a local instance with the fake devices' resource
+            kw.update(num_cpus=max(os.cpu_count() or 1, len(self.devices)), resources={CPU_RESOURCE: len(self.devices)})
+        try:
+            ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False, **kw)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+            raise ClusterError(f"could not reach {where}: {str(e).strip().splitlines()[0]}") from e
+        self._owns_ray = True
+
+    def _want(self) -> list[DeviceSpec | None]:
+        """The actors to start; ClusterError when the cluster lacks the devices."""
+        import ray
+
+        have = ray.cluster_resources()
+        if self.devices:
+            if have.get(CPU_RESOURCE, 0) < len(self.devices):
+                raise ClusterError(f"--devices {','.join(d.label for d in self.devices)} needs {len(self.devices)} "
+                                   f"unit(s) of the Ray resource {CPU_RESOURCE}; the cluster has "
+                                   f"{have.get(CPU_RESOURCE, 0):g} (start it with --resources "
+                                   f"'{{\"{CPU_RESOURCE}\": {len(self.devices)}}}', or leave --address out)")
+            return list(self.devices)
+        n = int(have.get("GPU", 0))
+        if n < 1:
+            raise ClusterError("the Ray cluster has no GPU (use --devices cpu:0,cpu:1 for fake CPU devices)")
+        return [None] * n
+
+    def _new_actor(self, spec: DeviceSpec | None):
+        import ray
+
+        opts = ({"num_cpus": 0, "resources": {CPU_RESOURCE: 1}} if spec else {"num_cpus": 0, "num_gpus": 1})
+        cls = ray.remote(DeviceActor).options(max_restarts=0, max_task_retries=0, **opts)
+        return cls.remote(self.cfg, "cpu" if spec else "cuda:0", self.make)
+
+    @property
+    def labels(self) -> list[str]:
+        return [lane.label for lane in self.lanes]
+
+    # ---- the executor interface --------------------------------------------------------------------
+
+    @property
+    def overhead_s(self) -> dict[str, float]:
+        """Seconds outside attempts, summed over the actors (which spend them in parallel): those
+        gone, and the live ones as last read (at the end of run())."""
+        out = dict(self._overhead)
+        for lane in self.lanes:
+            for k, v in lane.ledger.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+    def _read_ledger(self, lane: _ActorLane, closing: bool = False) -> None:
+        """Read an actor's overhead ledger (closing: close its executor first); a lost actor keeps
+        the ledger last read."""
+        import ray
+
+        try:
+            lane.ledger = ray.get((lane.actor.close if closing else lane.actor.overhead).remote(), timeout=60)
+        except Exception:
+            pass
+
+    def _retire(self, lane: _ActorLane) -> None:
+        """A lane's actor goes (replaced or closed): its ledger moves to the run's."""
+        for k, v in lane.ledger.items():
+            self._overhead[k] = self._overhead.get(k, 0.0) + v
+        lane.ledger = {}
+
+    def device_id(self, p: Placement, i: int) -> str:
+        """The identity of a device in replicated attempt keys: its UUID, else its position."""
+        return p.device_uuid or f"index {p.device_index if self.devices is None else self.devices[i].index}"
+
+    def start(self, device: str, backends) -> Started:
+        """Connect (or start a local Ray instance), start one actor per device, and collect every
+        actor's provenance, all at once."""
+        self._connect()
+        self.backend_names = [b.name for b in backends or ()]
+        self.lanes = [_ActorLane(self, i, spec) for i, spec in enumerate(self._want())]
+        refs = [lane.actor.start.remote(self.backend_names) for lane in self.lanes]
+        for lane, ref in zip(self.lanes, refs):
+            try:
+                lane.info = lane._get(ref, START_TIMEOUT_S)
+            except DeviceLost as e:
+                raise RuntimeError(f"device {lane.label} did not start: {e}") from e
+        self.placements = [lane.placement(lane.info) for lane in self.lanes]
+        for i, p in enumerate(self.placements):
+            self._models.setdefault(p.device_name, i)
+        first = self.lanes[0].info["provenance"]
+        models = {name: {"ceilings": self.lanes[i].info["provenance"].get("ceilings"),
+                         "l2_bytes": (self.lanes[i].info["provenance"].get("device") or {}).get("l2_bytes"),
+                         "type": (self.lanes[i].info["provenance"].get("device") or {}).get("type")}
+                  for name, i in self._models.items()}
+        prov = {**first, "executor": "ray", "replicate": self.replicate, "models": models,
+                "devices": [{"label": lane.label, "node": lane.info["node"], **p.to_record(),
+                             "ceilings": lane.info["provenance"].get("ceilings")}
+                            for lane, p in zip(self.lanes, self.placements)]}
+        self.started = Started(prov, DeviceInfo.from_dict(first["device"]), Placement(self.placements[0].device_name))
+        return self.started
+
+    def _device_info(self, i: int) -> DeviceInfo:
+        return DeviceInfo.from_dict(self.lanes[i].info["provenance"]["device"])
+
+    def plan(self, workloads, backends, repeats, tag, seed, inputs="normal") -> list[Attempt]:
+        """Sharded: each GPU model's plan, on that model's facts. Replicate: each actor's plan."""
+        if self.started is None:
+            raise RuntimeError("plan() before start()")
+        out = []
+        if self.replicate:
+            for i, p in enumerate(self.placements):
+                mine = planner.plan(workloads, backends, self._device_info(i), repeats, tag, seed, inputs,
+                                    self.device_id(p, i))
+                self._queue.update((a.key, i) for a in mine)
+                out += mine
+        else:
+            for name, i in self._models.items():
+                mine = planner.plan(workloads, backends, self._device_info(i), repeats, tag, seed, inputs)
+                self._queue.update((a.key, name) for a in mine)
+                out += mine
+        return out
+
+    def placement_for(self, attempt: Attempt) -> Placement:
+        """A planned-out attempt: its actor under replicate; under sharding its model (it ran nowhere)."""
+        if self.started is None:
+            raise RuntimeError("placement_for() before start()")
+        q = self._queue.get(attempt.key)
+        if isinstance(q, int):
+            return self.placements[q]
+        return Placement(q) if q is not None else self.started.placement
+
+    def run(self, attempts: Iterable[Attempt], sink: Sink, claim: Claim = take_all) -> None:
+        queues, slots = group_queues(attempts, lambda a: self._queue[a.key],
+                                     lambda b: worker_slot(b, self.cfg.strict_isolation))
+        for i, (lane, p) in enumerate(zip(self.lanes, self.placements)):
+            lane.queue = i if self.replicate else p.device_name
+        try:
+            drive(self.lanes, queues, slots, sink, claim, self._kill)
+        finally:
+            if not self.closing:
+                for lane in self.lanes:
+                    self._read_ledger(lane)
+
+    def _kill(self, everything: bool = False) -> None:
+        """An interrupt: the actors go (their workers follow: each watches its parent)."""
+        import ray
+
+        self.closing = True
+        for lane in self.lanes:
+            ray.kill(lane.actor, no_restart=True)
+
+    def close(self) -> None:
+        """Stop every actor (its workers, its fresh compiler cache); shut down a Ray instance this
+        executor started (idempotent)."""
+        import ray
+
+        self.closing = True
+        if ray.is_initialized():
+            for lane in self.lanes:
+                self._read_ledger(lane, closing=True)
+                self._retire(lane)
+                ray.kill(lane.actor, no_restart=True)
+        self.lanes = []
+        if self._owns_ray:
+            ray.shutdown()
+            self._owns_ray = False

@@ -1,0 +1,89 @@
+"""The lane loop (runner/groups.py) with simulated lanes: a lane that loses its device puts the
+group's unfinished attempts back; they run exactly once, on another lane or after a recovery."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from attnbench.runner.executor import Outcome, Placement
+from attnbench.runner.groups import DeviceLost, drive, group_queues
+from attnbench.runner.planner import Attempt
+from attnbench.workloads import Workload
+
+
+class B:
+    def __init__(self, name):
+        self.name = name
+
+
+W = [Workload(mode="prefill", batch=1, q_len=32 * (i + 1), kv_len=32 * (i + 1), q_heads=2, kv_heads=1, head_dim=16,
+              head_dim_v=16, dtype="fp32") for i in range(3)]
+ATTEMPTS = [Attempt(f"k{i}{b}", w, B(b), 0) for i, w in enumerate(W) for b in "xyz"]
+
+
+class Lane:
+    """Runs attempts in a few milliseconds; loses its device at the attempts named in `lose_at`
+    (once each); recovers `recoveries` times."""
+
+    def __init__(self, label, queue, lose_at=(), recoveries=0):
+        self.label, self.queue, self.lose_at, self.recoveries = label, queue, set(lose_at), recoveries
+        self.ran, self.lost = [], 0
+
+    def enter_repeat(self, repeat, slots):
+        pass
+
+    def run_attempt(self, a):
+        time.sleep(0.002)
+        if a.key in self.lose_at:
+            self.lose_at.discard(a.key)
+            self.lost += 1
+            raise DeviceLost("actor died")
+        self.ran.append(a.key)
+        return Outcome(a, {"status": "OK"}, 0.0, Placement(self.label))
+
+    def stop_workers(self):
+        pass
+
+    def recover(self):
+        if self.recoveries:
+            self.recoveries -= 1
+            return True
+        return False
+
+
+def run(lanes, attempts=ATTEMPTS, queue_of=lambda a: 0):
+    queues, slots = group_queues(attempts, queue_of, lambda b: "shared")
+    written, threads = [], set()
+
+    def sink(o):
+        written.append((o.attempt.key, o.placement.device_name))
+        threads.add(threading.current_thread().name)
+
+    drive(lanes, queues, slots, sink, lambda a: True, lambda everything: None)
+    assert threads <= {threading.current_thread().name}  # one writer
+    return written
+
+
+def test_a_lost_lanes_group_runs_on_another_lane_exactly_once():
+    a, b = Lane("a", 0, lose_at={"k0y", "k1y", "k2y"}), Lane("b", 0)  # a loses its device in its first group
+    written = run([a, b])
+    assert sorted(k for k, _ in written) == sorted(x.key for x in ATTEMPTS)  # none lost, none twice
+    assert a.lost == 1 and len(a.ran) == 1 and a.ran[0].endswith("x")  # a ran nothing after it
+    lost_group = a.ran[0][:2]
+    assert {(lost_group + "y", "b"), (lost_group + "z", "b")} <= set(written)  # b took the rest of a's group
+
+
+def test_a_recovered_lane_runs_its_own_queue_on():
+    a, b = Lane("a", "qa", lose_at={"k1x"}, recoveries=1), Lane("b", "qb")
+    written = run([a, b], queue_of=lambda x: "qa" if x.key[1] != "2" else "qb")  # replicate-like queues
+    assert sorted(k for k, _ in written) == sorted(x.key for x in ATTEMPTS)
+    assert a.lost == 1 and {k for k, who in written if who == "a"} == {x.key for x in ATTEMPTS if x.key[1] != "2"}
+
+
+def test_work_no_lane_can_serve_is_an_error():
+    a = Lane("a", 0, lose_at={"k1z"})
+    with pytest.raises(RuntimeError, match=r"4 attempt\(s\) were not run"):  # k1z's group from k1z on, and k2*
+        run([a])
+    assert a.ran == ["k0x", "k0y", "k0z", "k1x", "k1y"]
