@@ -111,6 +111,12 @@ def test_a_correct_fp8_output_passes_and_is_marked_provisional(kw, dist):
     assert 0 < v.ref_err <= 2 ** -4 * top
 
 
+def test_the_reports_provisional_dtypes_are_the_checks():
+    from attnbench.report import terminal
+
+    assert set(terminal.PROVISIONAL_DTYPES) == set(correctness.CONTRACT)
+
+
 def test_other_dtypes_carry_no_contract_key():
     w = w_(dtype="fp32")
     inp = make_inputs(w, "cpu", 0)
@@ -142,7 +148,8 @@ def test_a_low_cosine_fails_fp8_even_within_a_loose_tolerance():
     w = w_()
     inp = make_inputs(w, "cpu", 0)
     ref = correctness.Reference64(w, inp, 0)
-    noisy = (_attention32(inp, w).float() + 0.5 * torch.randn(inp.out.shape, generator=torch.Generator().manual_seed(1))).to(F8)
+    noise = torch.randn(inp.out.shape, generator=torch.Generator().manual_seed(1))
+    noisy = (_attention32(inp, w).float() + 0.5 * noise).to(F8)
     v = correctness.check(w, noisy, inp, ref, tol=1e9)  # the ratio bound cannot fail it
     assert not v.passed and "cosine similarity" in v.reason and v.cosine < correctness.MIN_COSINE
     assert v.detail["contract"] == "provisional-fp8"
@@ -330,3 +337,34 @@ def test_show_lists_an_fp8_row_beside_a_bf16_one(cli, tmp_path, monkeypatch):
     assert out.rc == 0, out.err
     text = " ".join(out.out.split())
     assert "fp8_e4m3" in text and "cudnn-fe" in text and "bf16" in text, text
+    assert "fp8_e4m3 rows: checked against float64 for gross errors only" in text and "not yet contract-checked" in text
+    site = tmp_path / "site"
+    rep = cli("report", db, "--out", site)  # the HTML report builds with the fp8 row too
+    assert rep.rc == 0, rep.err
+    assert "fp8_e4m3" in " ".join(p.read_text() for p in site.rglob("*.html"))
+    s = Store(db)  # without an fp8 row the note is not printed
+    s.con.execute("DELETE FROM attempts WHERE dtype = 'fp8_e4m3'")
+    s.con.commit()
+    s.close()
+    out = cli("show", "--db", db)
+    assert out.rc == 0 and "contract-checked" not in out.out and "bf16" in out.out
+
+
+# ---- grids --------------------------------------------------------------------------------------
+
+def test_named_grids_hold_no_fp8_and_the_documented_fp8_grid_loads(tmp_path):
+    import pathlib
+    import re
+
+    from attnbench.workloads import grids
+
+    for name in ("smoke", "quick", "portability", "fa3_paper"):
+        assert all(w.dtype != "fp8_e4m3" for w in getattr(grids, name)()), name
+    doc = (pathlib.Path(__file__).parent.parent / "docs" / "grids.md").read_text()
+    (block,) = re.findall(r"```yaml\n(name: fp8-forward\n.*?)```", doc, re.S)
+    path = tmp_path / "fp8.yaml"
+    path.write_text(block)
+    name, ws = grids.load_yaml_grid(path)
+    assert name == "fp8-forward" and {w.dtype for w in ws} == {"bf16", "fp8_e4m3"}
+    be = backend("cudnn-fe")
+    assert all(be.supports(w, H100) is None for w in ws)  # the documented grid is one cudnn-fe runs
