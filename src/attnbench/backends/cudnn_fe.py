@@ -2,15 +2,29 @@
 `cudnn`): one forward graph (and, for training, one backward graph) built and planned in prepare(),
 executed in the step on the caller's stream. Tensors are described as (B, H, N, D) dims with the
 workload's own strides, so either layout enters without a copy. Both causal alignments are flags of
-the graph (use_causal_mask: top-left; use_causal_mask_bottom_right)."""
+the graph (use_causal_mask: top-left; use_causal_mask_bottom_right).
+
+fp8_e4m3 (forward only, compute capability >= 9.0) builds `sdpa_fp8`: float8 Q, K, V and O with a
+per-tensor scale of 1 (descale_q/k/v = scale_o = 1.0) and float32 compute; the softmax output P
+(in [0, 1]) is quantized with scale_s = FP8_MAX and dequantized with descale_s = 1/FP8_MAX, a
+static choice that uses float8's range without a data-dependent amax (with 1.0, every probability
+below 2^-10, i.e. most of a long row, would round to zero). The amax outputs are written and not
+read. The fp8 graph's causal flag is use_causal_mask (top-left); bottom-right alignment with
+q_len != kv_len is refused (its fp8 flag is not verified), except for one query row (decode), where
+bottom-right causal masks nothing."""
 from __future__ import annotations
 
 from ..workloads import Workload
-from .base import CONTESTANT, Backend, Inputs, Prepared
+from .base import CONTESTANT, Backend, Inputs, Prepared, Rejected
 from .layout import from_bhnd, to_bhnd
 from .optional import call_rejecting, dist_version, import_hint
 
 HINT = "cudnn (cuDNN frontend) is not importable: pip install 'attnbench[cudnn]' (nvidia-cudnn-frontend)"
+
+
+FP8 = "fp8_e4m3"
+FP8_CAPABILITY = (9, 0)
+FP8_MAX = 448.0  # largest finite float8_e4m3fn (measure/inputs.py saturates inputs there)
 
 
 def _graph(cudnn, handle, dtype):
@@ -34,11 +48,30 @@ def _masks(w: Workload) -> dict:
     return {"use_causal_mask": not bottom, "use_causal_mask_bottom_right": bottom}
 
 
+def _fp8_refusal(w: Workload) -> str | None:
+    """Why the fp8 graph cannot express this workload's mask (None: it can)."""
+    if w.causal and w.causal_align == "bottom_right" and w.q_len != w.kv_len and w.q_len > 1:
+        return ("fp8: bottom-right causal with q_len != kv_len is not mapped for sdpa_fp8 (its bottom-right "
+                "flag is not verified against the library; refused rather than guessed)")
+    return None
+
+
+def _fp8_masks(w: Workload) -> dict:
+    """sdpa_fp8's causal flag: top-left, or none where the mask keeps every key (one query row,
+    bottom-right) or no mask applies."""
+    return {"use_causal_mask": w.causal and not (w.causal_align == "bottom_right" and w.q_len != w.kv_len)}
+
+
 class CudnnFrontend(Backend):
     def extra_supports(self, w: Workload, dev) -> str | None:
         if w.window:
             return ("sliding window: the cuDNN frontend's window arguments are not mapped by attnbench "
                     "(not verified against the library; refused rather than guessed)")
+        if w.dtype == FP8:
+            if dev.capability is not None and tuple(dev.capability) < FP8_CAPABILITY:
+                return (f"fp8 needs compute capability >= {FP8_CAPABILITY[0]}.{FP8_CAPABILITY[1]} (Hopper), "
+                        f"device has {dev.capability[0]}.{dev.capability[1]}")
+            return _fp8_refusal(w)
         return None
 
     def availability(self) -> str | None:
@@ -48,6 +81,8 @@ class CudnnFrontend(Backend):
         return dist_version("nvidia-cudnn-frontend", "cudnn")
 
     def prepare(self, w: Workload, inputs: Inputs) -> Prepared:
+        if w.dtype == FP8:
+            return self._prepare_fp8(w, inputs)
         import cudnn
         import torch
 
@@ -114,12 +149,59 @@ class CudnnFrontend(Backend):
         return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"), backward=backward,
                         state=state)
 
+    def _prepare_fp8(self, w: Workload, inputs: Inputs) -> Prepared:
+        """The forward fp8 graph (sdpa_fp8), O written in float8 into the poisoned buffer."""
+        import cudnn
+        import torch
+
+        why = _fp8_refusal(w)
+        if why:
+            raise Rejected(why)
+        handle = cudnn.create_handle()
+        q, k, v = (to_bhnd(t, w.layout).detach() for t in (inputs.q, inputs.k, inputs.v))  # (B, H, N, D) views
+        o = to_bhnd(inputs.out, w.layout)
+        dev = q.device
+
+        def scalar(x: float):
+            return torch.full((1, 1, 1, 1), x, dtype=torch.float32, device=dev)
+
+        scales = {"descale_q": scalar(1.0), "descale_k": scalar(1.0), "descale_v": scalar(1.0),
+                  "descale_s": scalar(1.0 / FP8_MAX), "scale_s": scalar(FP8_MAX), "scale_o": scalar(1.0)}
+        amax = {"amax_s": scalar(0.0), "amax_o": scalar(0.0)}  # written by the graph, not read
+
+        def build():
+            fp8 = cudnn.data_type.FP8_E4M3
+            g = _graph(cudnn, handle, fp8)
+            tq, tk, tv = (g.tensor_like(t).set_data_type(fp8) for t in (q, k, v))
+            tscale = {name: g.tensor_like(t) for name, t in scales.items()}
+            to, _stats, tamax_s, tamax_o = g.sdpa_fp8(name="sdpa_fp8", q=tq, k=tk, v=tv, **tscale,
+                                                       is_inference=True, attn_scale=inputs.scale, **_fp8_masks(w))
+            to.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride())).set_data_type(fp8)
+            for t in (tamax_s, tamax_o):
+                t.set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(
+                    cudnn.data_type.FLOAT)
+            _finish(g, cudnn)
+            pack = {tq: q, tk: k, tv: v, to: o, tamax_s: amax["amax_s"], tamax_o: amax["amax_o"]}
+            pack.update({tscale[name]: t for name, t in scales.items()})
+            return g, pack
+
+        fwd, pack = call_rejecting(build, "cuDNN frontend")
+        ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=dev)
+
+        def step():
+            cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+            fwd.execute(pack, ws, handle=handle)
+            return inputs.out
+
+        return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"),
+                        state=[handle, fwd, ws, scales, amax])
+
 
 def make() -> list[Backend]:
     # The frontend's SDPA runs the same cudnn_generated_fort_native_sdpa_* kernels as SDPA's cuDNN
     # path: the family (cudnn, declared by sdpa.py) is reused deliberately.
     return [CudnnFrontend(name="cudnn-fe", family="cudnn-frontend", role=CONTESTANT, devices=("cuda",),
-                          modes=("train_fwd_bwd", "prefill", "decode"), dtypes=("bf16", "fp16"),
+                          modes=("train_fwd_bwd", "prefill", "decode"), dtypes=("bf16", "fp16", FP8),
                           min_capability=(8, 0), max_head_dim=256, head_dim_multiple=8, supports_gqa=True,
                           kernel_families={"cuda": frozenset({"cudnn"})},
                           description="cuDNN frontend SDPA graph")]

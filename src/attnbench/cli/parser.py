@@ -91,6 +91,7 @@ def build_parser() -> Parser:
     r.add_argument("--tol", type=float, default=None,
                    help="max error ratio against the same-dtype unfused reference, for every dtype (default: "
                         "per dtype from the measured spread of correct kernels: fp32 16, bf16 and fp16 3; "
+                        "fp8_e4m3 2, provisional; "
                         "docs/methodology.md)")
     r.add_argument("--inputs", choices=("normal", "outliers", "large-logits"), default="normal",
                    help="distribution of the inputs that are checked first and timed: normal N(0,1) (default), "

@@ -10,7 +10,8 @@ from ..workloads.axes import NAMES, axis, parse_size
 # short names people write for the axes
 ALIASES = {"b": "batch", "nq": "q_len", "nkv": "kv_len", "hq": "q_heads", "h": "q_heads", "hkv": "kv_heads",
            "d": "head_dim", "dv": "head_dim_v"}
-DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+              "float8_e4m3fn": "fp8_e4m3"}
 WORDS = {"causal": ("causal", True), "full": ("causal", False), "noncausal": ("causal", False),
          "cold": ("l2", "cold"), "warm": ("l2", "warm")}
 

@@ -5,7 +5,12 @@ in every tensor, the heavy-tailed activations that break kernels with a low-prec
 `large-logits`, Q and K drawn N(0, LARGE_LOGIT_STD) so that the logits' standard deviation is about
 30 and their maximum far above exp()'s float32 range: a softmax without the running-max subtraction
 overflows. The timed calls use one of them (`run --inputs`); the correctness check also runs the
-others (measure/correctness.py)."""
+others (measure/correctness.py).
+
+fp8_e4m3 inputs are drawn the same way and converted with saturation: values beyond float8_e4m3fn's
+largest finite ±448 (FP8_MAX) become ±448 (a plain cast may give NaN there), with a per-tensor scale of
+1 (the backend's descale factors are 1.0). The distributions are clipped there: an outlier or a
+large-logit value beyond ±448 is 448 in the inputs and in the float64 reference alike."""
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +20,8 @@ from ..backends.base import Inputs
 from ..workloads import Workload
 from ..workloads.varlen import tensor_dims
 
-TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "float8_e4m3fn"}
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
 DISTRIBUTIONS = ("normal", "outliers", "large-logits")
 OUTLIER_P = 0.001  # share of elements that get an outlier
 OUTLIER_STD = 10.0  # N(0, 100)
@@ -87,6 +93,8 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
                     x.add_(torch.randn(chunk.numel(), generator=gen, device=t.device).mul_(OUTLIER_STD).mul_(hit))
                 elif dist == "large-logits" and name in ("q", "k"):
                     x.mul_(LARGE_LOGIT_STD)
+                if chunk.element_size() == 1:  # float8: saturate, never a NaN from an out-of-range cast
+                    x.clamp_(-FP8_MAX, FP8_MAX)
                 chunk.copy_(x)
         inputs.out.fill_(float("nan"))
 

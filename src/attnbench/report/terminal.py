@@ -183,6 +183,12 @@ def noise_notes(best: pd.DataFrame, most: int = 8) -> list[str]:
     return ["\n".join(lines)]
 
 
+# dtypes whose accuracy rule is provisional (measure/correctness.py: CONTRACT); torch-free import
+PROVISIONAL_DTYPES = ("fp8_e4m3",)
+PROVISIONAL_NOTE = ("fp8_e4m3 rows: checked against float64 for gross errors only, under a provisional rule; "
+                    "not yet contract-checked (check_detail contract: provisional-fp8; docs/methodology.md §5.5)")
+
+
 def ceiling_notes(best: pd.DataFrame, device_types: dict) -> list[str]:
     """Why a shown % ceiling can exceed 100%, for the cases the table holds."""
     over = best[pd.to_numeric(best.get("pct_ceiling"), errors="coerce") > 100] if len(best) else best
@@ -259,6 +265,8 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
     else:
         parts.append(fastest_table(best, source, wide, width))
         parts.extend(ceiling_notes(best, device_types or {}))
+        if "dtype" in best.columns and best["dtype"].isin(list(PROVISIONAL_DTYPES)).any():
+            parts.append(PROVISIONAL_NOTE)
         if names_a_kernel(best):
             parts.append(KERNEL_NOTE)
         if "caveat" in best.columns:

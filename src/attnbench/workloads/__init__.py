@@ -7,14 +7,15 @@ import json
 from dataclasses import dataclass, field
 
 MODES = ("train_fwd", "train_fwd_bwd", "prefill", "decode")
-DTYPES = ("fp32", "bf16", "fp16")
+DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3")
+FORWARD_ONLY_DTYPES = ("fp8_e4m3",)  # inference formats: no training modes (docs/methodology.md, FP8)
 CAUSAL_ALIGNS = ("top_left", "bottom_right")
 LAYOUTS = ("BHND", "BNHD")  # (batch, heads, seq, dim) or (batch, seq, heads, dim)
 LAUNCHES = ("eager", "graph")
 L2_STATES = ("warm", "cold")
 ACCUMS = ("fp32",)
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1}
 LENGTH_KINDS = ("fixed", "uniform", "longtail")  # workloads/varlen.py
 ENUMS = {"mode": MODES, "dtype": DTYPES, "accum": ACCUMS, "causal_align": CAUSAL_ALIGNS, "layout": LAYOUTS,
          "launch": LAUNCHES, "l2": L2_STATES, "lengths": LENGTH_KINDS}
@@ -49,7 +50,7 @@ class Workload:
     kv_heads: int = field(metadata=_axis("key/value heads Hkv (Hq: MHA, 1: MQA, else GQA)", "Hkv"))
     head_dim: int = field(metadata=_axis("D of Q and K", "D"))
     head_dim_v: int = field(metadata=_axis("D of V and O", "Dv"))
-    dtype: str = field(default="bf16", metadata=_axis("fp32 | bf16 | fp16", "dtype"))
+    dtype: str = field(default="bf16", metadata=_axis("fp32 | bf16 | fp16 | fp8_e4m3", "dtype"))
     accum: str = field(default="fp32", metadata=_axis("accumulation precision asked for", "accum"))
     causal: bool = field(default=False, metadata=_axis("1 when a causal mask applies", "causal"))
     # normalised to bottom_right when causal is false
@@ -165,6 +166,8 @@ def validate(w: Workload) -> list[str]:
                        f"!= kv_len {w.kv_len})")
     if w.causal and w.causal_align == "bottom_right" and w.q_len > w.kv_len:
         out.append(f"bottom-right causal with q_len {w.q_len} > kv_len {w.kv_len} leaves query rows with no key")
+    if w.dtype in FORWARD_ONLY_DTYPES and w.mode not in ("prefill", "decode"):
+        out.append(f"{w.dtype} is offered for the forward modes only (prefill, decode), not {w.mode}")
     if w.launch == "graph" and w.mode == "train_fwd_bwd":
         out.append("CUDA-graph launch is offered for forward modes only")
     return out
