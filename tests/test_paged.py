@@ -161,7 +161,8 @@ def test_backends_without_a_paged_path_refuse_with_a_reason():
     assert backend("fa3").supports(w16, H100) is None
     # FlashAttention-2's paged cache takes page sizes divisible by 256 (flash_api.cpp)
     assert "divisible by 256" in backend("fa2").supports(w16, A100)
-    assert backend("fa2").supports(d_(dtype="bf16", head_dim=64, head_dim_v=64, kv_len=600, page_size=256), A100) is None
+    page256 = d_(dtype="bf16", head_dim=64, head_dim_v=64, kv_len=600, page_size=256)
+    assert backend("fa2").supports(page256, A100) is None
     assert backend("fa2").supports(d_(dtype="bf16", head_dim=64, head_dim_v=64, page_size=0), A100) is None
 
 
@@ -304,3 +305,29 @@ def test_tables_show_page_size_only_where_it_varies():
     cols = workload_columns(frame(d_(page_size=0), d_(page_size=16)))
     (page,) = [c for c in cols if c.title() == "page"]
     assert page.right and [page.text(r) for r in [d_(page_size=0).to_dict(), d_().to_dict()]] == ["0", "16"]
+
+
+# ---- end to end: run, store, show --where -------------------------------------------------------
+
+def test_run_stores_paged_rows_and_show_filters_them(tmp_path, capsys):
+    from attnbench.cli.main import main
+    from attnbench.store.db import Store
+
+    grid, db = tmp_path / "g.yaml", tmp_path / "d.sqlite"
+    grid.write_text("name: paged\nworkloads:\n  - {mode: decode, batch: 2, q_heads: 4, kv_heads: 2, head_dim: 16,\n"
+                    "     kv_len: 40, dtype: fp32, page_size: [0, 16]}\n")
+    assert main(["run", "--repeats", "1", "--config", str(grid), "--backends", "sdpa-math", "--db", str(db),
+                 "--device", "cpu", "--max-time", "0.02"]) == 0
+    s = Store(db, create=False)
+    rows = {r["page_size"]: r for r in s.attempts() if r["backend"] == "sdpa-math"}
+    s.close()
+    assert rows[0]["status"] == "OK" and rows[0]["workload_key"] == d_(page_size=0).key()
+    assert rows[16]["status"] == "UNSUPPORTED" and "no paged KV cache path" in rows[16]["reason"]
+    assert rows[16]["workload_key"] == d_().key() and rows[16]["bytes"] == cost.io_bytes(d_())
+    capsys.readouterr()
+    for where, want in (("page_size=16", "1 attempts (UNSUPPORTED 1)"), ("page_size=0", "1 attempts (OK 1)")):
+        assert main(["show", "--db", str(db), "--where", where]) == 0
+        out = capsys.readouterr()
+        assert want in out.out + out.err, (where, out)
+    assert main(["show", "--db", str(db), "--where", "page_size=x"]) == 2
+    assert "bad page_size 'x': use an integer" in capsys.readouterr().err
