@@ -235,9 +235,48 @@ def _module(monkeypatch, name, **attrs):
     return mod
 
 
+def _gather_pages(k_pages, pages, n):
+    """One sequence's cache from a paged pool (num_pages, page_size, H, D): its pages in order, n tokens."""
+    return k_pages[pages].reshape(-1, k_pages.shape[2], k_pages.shape[3])[:n]
+
+
+def _paged_decode(q, k_cache, v_cache, table, seqlens, scale, causal, window_size):
+    """Decode against a paged cache, gathered through the table it is given: q (B, 1, Hq, D) -> O."""
+    left = window_size[0]
+    outs = []
+    for b in range(q.shape[0]):
+        n = int(seqlens[b])
+        kb, vb = (_gather_pages(c, table[b].long(), n)[None] for c in (k_cache, v_cache))
+        outs.append(_bnhd_attention(q[b:b + 1], kb, vb, causal, "bottom_right", scale, left + 1 if left >= 0 else None))
+    return torch.cat(outs)
+
+
 def fake_flash(monkeypatch, module: str, returns_lse: bool):
-    """A flash_attn_func: (B, N, H, D) tensors, causal aligned bottom-right, as FlashAttention documents."""
+    """A flash_attn_func: (B, N, H, D) tensors, causal aligned bottom-right, as FlashAttention documents;
+    FlashAttention-2 and -3 also get flash_attn_with_kvcache over a paged cache (pages (num_pages,
+    page_size, Hkv, D)), its table named block_table (FA2) or page_table (FA3) as each documents."""
     calls = []
+
+    def kvcache(table_name, q, k_cache, v_cache, cache_seqlens, table, softmax_scale, causal, window_size):
+        calls.append(dict(kvcache=table_name, shape=tuple(q.shape), k_shape=tuple(k_cache.shape), table=table,
+                          seqlens=cache_seqlens, scale=softmax_scale, causal=causal, window_size=window_size))
+        o = _paged_decode(q, k_cache, v_cache, table, cache_seqlens.tolist(), softmax_scale, causal, window_size)
+        return (o, None) if returns_lse else o
+
+    def fa2_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
+                         cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
+                         window_size=(-1, -1)):
+        return kvcache("block_table", q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
+                       window_size)
+
+    def fa3_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,
+                         cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, page_table=None,
+                         softmax_scale=None, causal=False, window_size=(-1, -1)):
+        return kvcache("page_table", q, k_cache, v_cache, cache_seqlens, page_table, softmax_scale, causal,
+                       window_size)
+
+    extra = {"flash_attn": {"flash_attn_with_kvcache": fa2_with_kvcache},
+             "flash_attn_interface": {"flash_attn_with_kvcache": fa3_with_kvcache}}.get(module, {})
 
     def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, **kw):
         calls.append(dict(shape=tuple(q.shape), k_shape=tuple(k.shape), scale=softmax_scale, causal=causal, kw=kw))
@@ -251,7 +290,7 @@ def fake_flash(monkeypatch, module: str, returns_lse: bool):
         pkg = _module(monkeypatch, parent)
         setattr(pkg, child, _module(monkeypatch, module, flash_attn_func=flash_attn_func))
     else:
-        _module(monkeypatch, module, flash_attn_func=flash_attn_func)
+        _module(monkeypatch, module, flash_attn_func=flash_attn_func, **extra)
     return calls
 
 
@@ -372,10 +411,17 @@ def fake_flashinfer(monkeypatch):
             k, v = cache
             if self.kv_layout == "HND":  # (pages, H, page_size, D) -> (pages, page_size, H, D)
                 k, v = k.transpose(1, 2), v.transpose(1, 2)
-            pages = self.p["indices"]
+            assert k.shape[1] == self.p["page_size"], "the cache's pages are not the planned page size"
             win = window(self.p["kw"])  # decode: one query at the newest key, a window keeps the newest keys
-            return _bnhd_attention(q[:, None], k[pages], v[pages], win is not None, "bottom_right", self.p["scale"],
-                                   win)[:, 0]
+            indptr, indices, size = self.p["indptr"], self.p["indices"], self.p["page_size"]
+            outs = []
+            for b in range(q.shape[0]):  # sequence b: pages indices[indptr[b]:indptr[b+1]], the last partly filled
+                pages = torch.tensor(indices[indptr[b]:indptr[b + 1]])
+                n = (len(pages) - 1) * size + self.p["last"][b]
+                kb, vb = (_gather_pages(c, pages, n)[None] for c in (k, v))
+                outs.append(_bnhd_attention(q[b:b + 1, None], kb, vb, win is not None, "bottom_right", self.p["scale"],
+                                            win)[:, 0])
+            return torch.cat(outs)
 
     _module(monkeypatch, "flashinfer", single_prefill_with_kv_cache=single_prefill_with_kv_cache,
             BatchPrefillWithRaggedKVCacheWrapper=Ragged, BatchDecodeWithPagedKVCacheWrapper=Decode)

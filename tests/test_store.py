@@ -336,7 +336,7 @@ def test_source_digest_names_the_code_and_changes_with_it(tmp_path):
 
 def _version_4_store(path, rows):
     """A store as schema version 4 wrote it: its DDL had no column for the axes added since (window,
-    lengths)."""
+    lengths, page_size)."""
     from attnbench.store.schema import BACKFILL, ddl
 
     old = [c for c in COLUMN_NAMES if c not in BACKFILL]
@@ -358,25 +358,25 @@ def test_a_version_4_store_is_migrated_and_its_rows_read_with_no_window(tmp_path
     from attnbench.workloads import Workload
     from attnbench.workloads.axes import NAMES
 
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
     p = tmp_path / "v4.sqlite"
     rows = [make_row(i) for i in range(3)]
     for r in rows:
-        r.pop("window"), r.pop("lengths")
+        r.pop("window"), r.pop("lengths"), r.pop("page_size")
     _version_4_store(p, rows)
     ro = Store(p, readonly=True)  # read-only: nothing is written, the absent column reads its default
     assert [(r["window"], r["lengths"]) for r in ro.attempts()] == [(0, "fixed")] * 3
     assert list(ro.dataframe()["window"]) == [0, 0, 0] and set(ro.dataframe()["lengths"]) == {"fixed"}
     ro.close()
     s = Store(p, create=False)  # opened for writing: migrated, the column filled
-    assert s.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "6"
-    got = [tuple(r) for r in s.con.execute("SELECT window, lengths FROM attempts ORDER BY rowid")]
-    assert got == [(0, "fixed")] * 3
+    assert s.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "7"
+    got = [tuple(r) for r in s.con.execute("SELECT window, lengths, page_size FROM attempts ORDER BY rowid")]
+    assert got == [(0, "fixed", 0)] * 3
     back = s.attempts()
     # the stored workload_key is still the key of the workload the row describes: resume finds it
     for r, want in zip(back, rows):
         w = Workload(**{n: bool(r[n]) if n == "causal" else r[n] for n in NAMES})
-        assert w.window == 0 and w.lengths == "fixed" and w.key() == want["workload_key"]
+        assert w.window == 0 and w.lengths == "fixed" and w.page_size == 0 and w.key() == want["workload_key"]
     s.insert(make_row(5, window=0))
     assert len(s.attempts()) == 4
     s.close()
@@ -384,10 +384,11 @@ def test_a_version_4_store_is_migrated_and_its_rows_read_with_no_window(tmp_path
 
 def test_an_export_written_before_the_window_axis_imports_with_no_window(tmp_path, store):
     row = make_row(0)
-    row.pop("window"), row.pop("lengths")
+    row.pop("window"), row.pop("lengths"), row.pop("page_size")
     p = tmp_path / "old.jsonl"
     p.write_text(json.dumps(row) + "\n")
     (back,) = io.read_rows(p)
-    assert (back["window"], back["lengths"]) == (0, "fixed")
+    assert (back["window"], back["lengths"], back["page_size"]) == (0, "fixed", 0)
     io.import_rows(store, [back])
-    assert (store.attempts()[0]["window"], store.attempts()[0]["lengths"]) == (0, "fixed")
+    got = store.attempts()[0]
+    assert (got["window"], got["lengths"], got["page_size"]) == (0, "fixed", 0)

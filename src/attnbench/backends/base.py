@@ -54,6 +54,9 @@ class Inputs:
     """Tensors of one workload, in the workload's layout.
 
     q (B, Hq, Nq, D), k (B, Hkv, Nkv, D), v (B, Hkv, Nkv, Dv) for BHND; (B, N, H, D) for BNHD.
+    A paged decode workload (Workload.page_size > 0, workloads/paged.py) holds k and v as pages
+    (num_pages, page_size, Hkv, D) whatever the layout (which then is Q's and O's), and `page_table`
+    (B, pages_per_seq) int32: the physical page of each sequence's logical pages; None otherwise.
     `out` is a NaN-poisoned output buffer (O's shape, dtype and layout) that any backend may write
     into and return instead of allocating; a row it leaves unwritten stays NaN and fails the
     correctness check. `do` is the given output gradient for train_fwd_bwd."""
@@ -64,6 +67,7 @@ class Inputs:
     do: Any = None
     out: Any = None
     scale: float = 1.0
+    page_table: Any = None
 
 
 @dataclass
@@ -122,6 +126,9 @@ class Backend:
     # a packed variable-length batch (Workload.lengths != fixed) through one packed-batch kernel call;
     # a loop over the sequences is not that, so by default such workloads are refused
     supports_varlen: bool = False
+    # a paged KV cache (Workload.page_size > 0): K/V in pages reached through a page table; a backend
+    # without a kernel that takes the table refuses (a gather into a contiguous cache is not that)
+    supports_paged: bool = False
     layouts: tuple[str, ...] = ("BHND", "BNHD")
     min_capability: tuple[int, int] | None = None
     # "worker": the repeat's shared worker; "backend": a worker of its own per repeat (compile-based
@@ -178,6 +185,8 @@ class Backend:
             return "dropout > 0: output cannot be validated against a deterministic float64 reference"
         if w.lengths != "fixed" and not self.supports_varlen:
             return f"lengths {w.lengths} (a packed variable-length batch): {self.name} has no packed-batch kernel"
+        if w.page_size and not self.supports_paged:
+            return f"page_size {w.page_size}: no paged KV cache path"
         if w.launch == "graph" and (dev.type != "cuda" or not self.supports_graph):
             return "CUDA-graph launch needs a CUDA device" if dev.type != "cuda" else "not graph-capturable"
         if w.l2 == "cold" and dev.type != "cuda":

@@ -26,5 +26,7 @@ def make() -> list[Backend]:
     return [FlashAttn4(name="fa4", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(9, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
                        supports_varlen=True,
+                       # no paged path: FA4's paged-cache entry point is not mapped (not verified against
+                       # the library), so page_size > 0 is refused (supports_paged stays False)
                        kernel_families={"cuda": frozenset({"flash-attn4"})},
                        description="FlashAttention-4 (flash-attn-4, CuTe DSL)")]

@@ -19,11 +19,12 @@ class FlashAttn2(FlashStyle):
     hint = HINT
     dists = (("flash-attn", "flash_attn"),)
     call_kwargs = {"dropout_p": 0.0}
+    page_multiple = 256  # flash_api.cpp: "Paged KV cache block size must be divisible by 256"
 
 
 def make() -> list[Backend]:
     return [FlashAttn2(name="fa2", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(8, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
-                       supports_varlen=True,
+                       supports_varlen=True, supports_paged=True,
                        kernel_families={"cuda": frozenset({"flash-attn2"})},
                        description="FlashAttention-2 (flash_attn 2.x)")]

@@ -23,6 +23,6 @@ class FlashAttn3(FlashStyle):
 def make() -> list[Backend]:
     return [FlashAttn3(name="fa3", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(9, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
-                       supports_varlen=True,
+                       supports_varlen=True, supports_paged=True,
                        kernel_families={"cuda": frozenset({"flash-attn3"})},
                        description="FlashAttention-3 (Hopper build)")]

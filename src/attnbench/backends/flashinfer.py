@@ -3,10 +3,13 @@ decode over a paged KV cache. The wrappers' plan() runs in prepare(), outside th
 library JIT-compiles its kernels when a module is first needed (plan or first run). Causal is aligned
 bottom-right (the last query sees the last key). BNHD inputs are zero-copy views: (B, N, H, D) becomes the
 ragged (B*N, H, D) (BHND prefill inputs are copied inside the timed step); a dense decode cache, in
-either layout, is B pages of one page each (NHD or HND pages), without a copy."""
+either layout, is B pages of one page each (NHD or HND pages), without a copy; a paged cache
+(Workload.page_size, workloads/paged.py) is passed as its NHD pages, with indptr, indices and
+last_page_len derived from its page table in prepare()."""
 from __future__ import annotations
 
 from ..workloads import Workload
+from ..workloads.paged import last_page_len, pages_per_seq, paged
 from ..workloads.varlen import cu_seqlens, packed
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
 from .kernels import KernelFamily
@@ -50,18 +53,28 @@ class FlashInfer(Backend):
             # q (B, 1, Hq, D) or (B, Hq, 1, D) -> (B, Hq, D); the cache (B, Nkv, Hkv, D) is NHD pages of
             # Nkv tokens, (B, Hkv, Nkv, D) HND pages: one page per sequence, no copy either way.
             q = inputs.q.reshape(b, hq, d)
-            kv_layout = "NHD" if w.layout == "BNHD" else "HND"
+            if paged(w):
+                # the pages (num_pages, page_size, Hkv, D) are NHD; sequence b's pages are row b of the
+                # page table, in order: indptr steps by pages_per_seq, indices the table flattened
+                kv_layout, page = "NHD", w.page_size
+                indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * pages_per_seq(w)
+                indices = inputs.page_table.reshape(-1)  # a view: a write into it fails the inputs' fingerprint
+                last = torch.full((b,), last_page_len(w), dtype=torch.int32, device=dev)
+            else:
+                kv_layout, page = ("NHD" if w.layout == "BNHD" else "HND"), w.kv_len
+                one = torch.arange(b + 1, dtype=torch.int32, device=dev)
+                indptr, indices = one, one[:-1].contiguous()
+                last = torch.full((b,), w.kv_len, dtype=torch.int32, device=dev)
             wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, kv_layout=kv_layout)
-            one = torch.arange(b + 1, dtype=torch.int32, device=dev)
-            wrapper.plan(one, one[:-1].contiguous(), torch.full((b,), w.kv_len, dtype=torch.int32, device=dev),
-                         hq, hkv, d, w.kv_len, pos_encoding_mode="NONE", sm_scale=inputs.scale,
+            wrapper.plan(indptr, indices, last, hq, hkv, d, page, pos_encoding_mode="NONE", sm_scale=inputs.scale,
                          q_data_type=q.dtype, kv_data_type=inputs.k.dtype, **win)
             cache = (inputs.k, inputs.v)
 
             def step():
                 return wrapper.run(q, cache).view(inputs.out.shape)  # (B, Hq, D) -> O's shape
 
-            return Prepared(step=step, first_call=lambda: call_rejecting(step, "FlashInfer"), state=(wrapper, ws))
+            return Prepared(step=step, first_call=lambda: call_rejecting(step, "FlashInfer"),
+                            state=(wrapper, ws, indptr, last))
 
         q, k, v = (to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))  # (B, N, H, D)
 
@@ -101,7 +114,7 @@ def make() -> list[Backend]:
                   min_capability=(8, 0), kernel_patterns=KERNELS, kernel_families={"cuda": frozenset({"flashinfer"})})
     prefill = FlashInfer(name="flashinfer-prefill", modes=("prefill",), supports_varlen=True,
                          description="FlashInfer prefill (single or ragged batch)", **common)
-    decode = FlashInfer(name="flashinfer-decode", modes=("decode",),
+    decode = FlashInfer(name="flashinfer-decode", modes=("decode",), supports_paged=True,
                         description="FlashInfer batch decode (paged KV)", **common)
     decode.kind = "decode"
     return [prefill, decode]

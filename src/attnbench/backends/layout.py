@@ -39,3 +39,18 @@ def sdpa_mask_args(q_len: int, kv_len: int, causal: bool, align: str) -> dict:
     from torch.nn.attention.bias import causal_lower_right
 
     return {"attn_mask": causal_lower_right(q_len, kv_len)}
+
+
+def dense_kv(w, inputs):
+    """K and V as the workload's contiguous (B, Hkv, Nkv, D) tensors in its layout: for a paged cache
+    (workloads/paged.py) each sequence's pages gathered through `inputs.page_table` (a copy) and cut
+    to kv_len tokens (the last page's slack dropped); otherwise inputs.k and inputs.v as they are."""
+    if not w.page_size:
+        return inputs.k, inputs.v
+    table = inputs.page_table.long()
+    out = []
+    for t in (inputs.k, inputs.v):
+        g = t.detach()[table]  # (B, pages_per_seq, page_size, Hkv, D)
+        g = g.reshape(g.shape[0], -1, g.shape[3], g.shape[4])[:, :w.kv_len]  # (B, Nkv, Hkv, D)
+        out.append(g if w.layout == "BNHD" else g.transpose(1, 2))
+    return tuple(out)

@@ -8,6 +8,7 @@ import inspect
 from importlib import metadata
 
 from ..workloads import Workload
+from ..workloads.paged import paged
 from ..workloads.varlen import cu_seqlens, packed, seq_lengths
 from .base import Backend, Prepared, Rejected
 
@@ -115,13 +116,15 @@ class FlashStyle(Backend):
     (B, N, H, D) tensors, causal aligned bottom-right, backward through torch autograd. A library
     sets: `module` (where flash_attn_func lives), `lib` (its name in reasons), `hint` (the install
     hint), `dists` ((distribution, module) pairs its version is read from, in order) and
-    `call_kwargs` (fixed extra arguments)."""
+    `call_kwargs` (fixed extra arguments of flash_attn_func), and `page_multiple` (the page sizes its
+    paged KV cache takes are multiples of it)."""
 
     module = ""
     lib = ""
     hint = ""
     dists: tuple = ()
     call_kwargs: dict = {}
+    page_multiple: int = 1
 
     def _func(self):
         return importlib.import_module(self.module).flash_attn_func
@@ -143,11 +146,15 @@ class FlashStyle(Backend):
         return None
 
     def extra_supports(self, w: Workload, dev) -> str | None:
+        if w.page_size and w.page_size % self.page_multiple:
+            return f"{self.lib}'s paged KV cache takes page sizes divisible by {self.page_multiple}, got {w.page_size}"
         return bottom_right_only(w, self.lib)
 
     def prepare(self, w: Workload, inputs) -> Prepared:
         if packed(w):
             return self._prepare_varlen(w, inputs)
+        if paged(w):
+            return self._prepare_paged(w, inputs)
         fn = self._func()
         # (B, N, H, D) views: a BHND workload's are transposed views the library may copy (timed)
         q, k, v = (to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
@@ -179,6 +186,31 @@ class FlashStyle(Backend):
             return from_bnhd(o.view(1, *o.shape), w.layout)
 
         return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=cu)
+
+    def _prepare_paged(self, w: Workload, inputs) -> Prepared:
+        """A paged decode cache through flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=,
+        <table>=): the pages (num_pages, page_size, Hkv, D) as they are, the (B, pages_per_seq) int32
+        page table under the name the function's signature has (block_table in FlashAttention-2,
+        page_table in FlashAttention-3), cache_seqlens (int32, kv_len for every sequence) built here,
+        outside the timed step. A build without the function or either name is UNSUPPORTED."""
+        import torch
+
+        fn = getattr(importlib.import_module(self.module), "flash_attn_with_kvcache", None)
+        if fn is None:
+            raise Rejected(f"{self.lib}: this build offers no flash_attn_with_kvcache (paged KV cache)")
+        params = inspect.signature(fn).parameters
+        name = next((n for n in ("block_table", "page_table") if n in params), None)
+        if name is None:
+            raise Rejected(f"{self.lib}: flash_attn_with_kvcache takes no block_table or page_table")
+        seqlens = torch.full((w.batch,), w.kv_len, dtype=torch.int32, device=inputs.q.device)
+        kw = {**window_size(w.window), "cache_seqlens": seqlens, name: inputs.page_table}
+        q = to_bnhd(inputs.q, w.layout)  # (B, 1, Hq, D)
+
+        def step():
+            o = _out(fn(q, inputs.k, inputs.v, softmax_scale=inputs.scale, causal=w.causal, **kw))
+            return from_bnhd(o, w.layout)
+
+        return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=seqlens)
 
     def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
         return flash_attend(self._func(), self.lib, q, k, v, causal, causal_align, scale, window)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ..backends.layout import causal_offset, to_bhnd
+from ..backends.layout import causal_offset, dense_kv, to_bhnd
 from ..backends.reference import attention_math
 from ..workloads import Workload
 from ..workloads.varlen import cu_seqlens, packed, seq_lengths, tensor_dims
@@ -154,9 +154,10 @@ class Reference64:
         self.w = w
         self.slices = pick_slices(w, seed)
         low = inputs.q.dtype
+        ks, vs = dense_kv(w, inputs)  # a paged cache gathered through its page table: the math is unchanged
         r64s, rlos = [], []
         for b, g in self.slices:  # one slice at a time: float64 score matrices stay small
-            q, k, v, *do = _slice(w, [inputs.q, inputs.k, inputs.v] + ([inputs.do] if w.needs_grad else []),
+            q, k, v, *do = _slice(w, [inputs.q, ks, vs] + ([inputs.do] if w.needs_grad else []),
                                   "qkkq", b, g)
             do = do[0] if do else None
             r64s.append(_run_math(w, q, k, v, do, inputs.scale, torch.float64))
@@ -164,9 +165,9 @@ class Reference64:
         self.ref = [torch.stack(t) for t in zip(*r64s)]  # per tensor: (S, 1, G|1, N, D)
         self.low_err = [_stats(torch.stack(lo), hi) for lo, hi in zip(zip(*rlos), self.ref)]
         self.rows = pick_rows(tensor_dims(w)[1], seed)
-        self.rows64 = _rows_math(w, inputs.q, inputs.k, inputs.v, self.rows, inputs.scale, torch.float64)[None]
+        self.rows64 = _rows_math(w, inputs.q, ks, vs, self.rows, inputs.scale, torch.float64)[None]
         rows_low = (_rounded([self.rows64], low)[0] if _no_math(low)
-                    else _rows_math(w, inputs.q, inputs.k, inputs.v, self.rows, inputs.scale, low)[None])
+                    else _rows_math(w, inputs.q, ks, vs, self.rows, inputs.scale, low)[None])
         self.rows_low_err = _stats(rows_low, self.rows64)
 
 

@@ -18,6 +18,7 @@ import math
 
 from ..backends.base import Inputs
 from ..workloads import Workload
+from ..workloads.paged import num_pages, page_table, paged
 from ..workloads.varlen import tensor_dims
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "float8_e4m3fn"}
@@ -57,11 +58,17 @@ def make_inputs(w: Workload, device: str, seed: int, dist: str = "normal") -> In
     def empty(*s):
         return torch.empty(*s, device=device, dtype=dt)
 
-    inputs = Inputs(q=empty(*shape(w, w.q_heads, nq, w.head_dim)),
-                    k=empty(*shape(w, w.kv_heads, nkv, w.head_dim)),
-                    v=empty(*shape(w, w.kv_heads, nkv, w.head_dim_v)),
+    if paged(w):  # pages (num_pages, page_size, Hkv, D), reached through the page table (workloads/paged.py)
+        k = empty(num_pages(w), w.page_size, w.kv_heads, w.head_dim)
+        v = empty(num_pages(w), w.page_size, w.kv_heads, w.head_dim_v)
+        table = torch.tensor(page_table(w), dtype=torch.int32, device=device)
+    else:
+        k, v = empty(*shape(w, w.kv_heads, nkv, w.head_dim)), empty(*shape(w, w.kv_heads, nkv, w.head_dim_v))
+        table = None
+    inputs = Inputs(q=empty(*shape(w, w.q_heads, nq, w.head_dim)), k=k, v=v,
                     do=empty(*shape(w, w.q_heads, nq, w.head_dim_v)) if w.needs_grad else None,
-                    out=empty(*shape(w, w.q_heads, nq, w.head_dim_v)), scale=1.0 / math.sqrt(w.head_dim))
+                    out=empty(*shape(w, w.q_heads, nq, w.head_dim_v)), scale=1.0 / math.sqrt(w.head_dim),
+                    page_table=table)
     refill(inputs, w, seed, dist)
     for t in (inputs.q, inputs.k, inputs.v):
         t.requires_grad_(grad)
@@ -72,7 +79,8 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
     """Write new values into the same tensors (what a graph captured, what a cache may hold), drawn
     as make_inputs draws them but from `seed`'s own stream; refill(inputs, w, seed, dist) with the
     seed and distribution make_inputs had restores its values exactly. The output buffer is
-    poisoned again."""
+    poisoned again. A paged cache's pages are drawn whole, the slack of a partly filled last page
+    too; the page table is the workload's own and is not redrawn."""
     import torch
 
     if dist not in DISTRIBUTIONS:
@@ -100,12 +108,13 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
 
 
 def fingerprint(inputs: Inputs) -> dict[str, tuple[float, ...]]:
-    """Per input tensor, three float64 reductions (sum, sum of squares, a position-weighted sum):
-    any write into it, even a rounding in place, changes them; no copy of the tensor is kept."""
+    """Per input tensor (a paged cache's page table too), three float64 reductions (sum, sum of
+    squares, a position-weighted sum): any write into it, even a rounding in place, changes them; no
+    copy of the tensor is kept."""
     import torch
 
     out = {}
-    for name in ("q", "k", "v", "do"):
+    for name in ("q", "k", "v", "do", "page_table"):
         t = getattr(inputs, name)
         if t is None:
             continue

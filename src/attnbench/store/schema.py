@@ -13,7 +13,8 @@ from ..workloads.axes import AXES
 # refusal: an older store's rows hold the axis' default (BACKFILL), written into the new column when
 # the store is opened for writing, and read as it from a read-only store or an older export.
 # 6: the workload axis lengths (packed variable-length batches; older rows: fixed).
-SCHEMA_VERSION = 6
+# 7: the workload axis page_size (a paged decode KV cache; older rows: 0, a contiguous cache).
+SCHEMA_VERSION = 7
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):

@@ -69,6 +69,9 @@ class Workload:
     lengths: str = field(default="fixed", metadata=_axis(
         "fixed | uniform | longtail: per-sequence lengths of a packed (varlen) prefill batch, q_len the "
         "longest (workloads/varlen.py)", "lens", since=6))
+    page_size: int = field(default=0, metadata=_axis(
+        "decode only: tokens per page of a paged KV cache, pages reached through a shuffled page table; "
+        "0 = contiguous cache (workloads/paged.py)", "page", since=7))
 
     def __post_init__(self) -> None:
         # One spelling per semantics: without a mask the alignment means nothing, and 0 == 0.0.
@@ -118,6 +121,8 @@ class Workload:
             c += f" window{self.window}"
         if self.lengths != "fixed":
             c += f" varlen-{self.lengths}"
+        if self.page_size:
+            c += f" paged{self.page_size}"
         return (
             f"{self.mode} B{self.batch} Nq{self.q_len} Nkv{self.kv_len} H{self.q_heads}/{self.kv_heads}"
             f" D{self.head_dim}/{self.head_dim_v} {self.dtype} {c} {self.layout} {self.launch} L2{self.l2}"
@@ -164,6 +169,10 @@ def validate(w: Workload) -> list[str]:
         elif w.q_len != w.kv_len:
             out.append(f"a packed batch is self-attention: each sequence's keys are its queries (q_len {w.q_len} "
                        f"!= kv_len {w.kv_len})")
+    if not isinstance(w.page_size, int) or isinstance(w.page_size, bool) or w.page_size < 0:
+        out.append(f"page_size must be a non-negative integer (0: a contiguous cache), got {w.page_size!r}")
+    elif w.page_size and w.mode != "decode":
+        out.append(f"a paged KV cache (page_size {w.page_size}) is defined for decode only")
     if w.causal and w.causal_align == "bottom_right" and w.q_len > w.kv_len:
         out.append(f"bottom-right causal with q_len {w.q_len} > kv_len {w.kv_len} leaves query rows with no key")
     if w.dtype in FORWARD_ONLY_DTYPES and w.mode not in ("prefill", "decode"):

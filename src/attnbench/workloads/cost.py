@@ -8,6 +8,9 @@ Conventions:
   contributes 2·D per pair and PV 2·Dv per pair; softmax is not counted.
 - A packed variable-length batch (workloads/varlen.py) counts each sequence's own pairs and bytes:
   P and the byte terms are summed over the sequences, never taken at the longest length.
+- A paged KV cache (workloads/paged.py) adds its page table, B·ceil(Nkv/P) int32 entries, to the bytes
+  read; the K/V bytes are the Nkv cached tokens as before (a partly filled last page's slack is not
+  counted), and FLOPs are unchanged.
 - GQA/MQA count query heads: sharing K/V does not reduce arithmetic.
 - Backward = 2.5 × forward, so train_fwd_bwd = 3.5 × forward.
 - Bytes are the fewest HBM bytes a fused kernel must move: Q, K, V read once and O written once
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 
 from . import DTYPE_BYTES, Workload
+from .paged import num_pages, pages_per_seq
 from .varlen import packed, seq_lengths, tensor_dims
 
 BWD_FACTOR = 2.5
@@ -99,7 +103,12 @@ def io_bytes(w: Workload) -> int | None:
         o = w.q_heads * q_len * w.head_dim_v
         kv = w.kv_heads * _kv_read(w, q_len, kv_len) * (w.head_dim + w.head_dim_v)
         total += n * (q + kv + o)
-    return total * s
+    return total * s + page_table_bytes(w)
+
+
+def page_table_bytes(w: Workload) -> int:
+    """The page table of a paged KV cache, int32 (B, pages_per_seq); 0 for a contiguous cache."""
+    return 4 * w.batch * pages_per_seq(w) if w.page_size else 0
 
 
 def decode_kv_bytes(w: Workload) -> int:
@@ -117,12 +126,14 @@ def input_bytes(w: Workload) -> int:
     s = DTYPE_BYTES[w.dtype]
     b, nq, nkv = tensor_dims(w)  # a packed batch: (1, T, T)
     q = b * w.q_heads * nq * w.head_dim
-    kv = b * w.kv_heads * nkv * (w.head_dim + w.head_dim_v)
+    # a paged cache: every page whole, a partly filled last page's slack included
+    slots = num_pages(w) * w.page_size if w.page_size else b * nkv
+    kv = slots * w.kv_heads * (w.head_dim + w.head_dim_v)
     o = b * w.q_heads * nq * w.head_dim_v
     n = q + kv + o  # output buffer is allocated with the inputs
     if w.needs_grad:
         n *= 2  # gradients of Q, K, V and the given dO
-    return n * s
+    return n * s + page_table_bytes(w)
 
 
 def score_matrix_bytes(w: Workload, elem_bytes: int = 4) -> int:
