@@ -49,7 +49,7 @@ def build_parser() -> Parser:
     r.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                    help="more logging, workers included (-vv for debug)")
     src = r.add_mutually_exclusive_group()
-    src.add_argument("--grid", help="named grid: smoke, quick, portability, fa3-paper "
+    src.add_argument("--grid", help="named grid: smoke, quick, portability, fa3-paper, features "
                                     "(default: smoke on CPU, quick on CUDA)")
     src.add_argument("--config", metavar="FILE.yaml", help="a YAML grid (see docs/grids.md)")
     r.add_argument("--backends", type=_csv, help="comma list of backend names (default: all)")

@@ -78,11 +78,30 @@ def fa3_paper() -> list[Workload]:
     return out
 
 
+def features() -> list[Workload]:
+    """The workload features of deployed kernels at serving shapes (bf16 D=128, GQA 32/8 unless an
+    anchor shape needs MHA): sliding windows, packed (varlen) prefill, paged KV decode with the
+    contiguous cache beside it, and the fp8 forward at the anchor shapes of bf16 in `quick`."""
+    gqa = dict(q_heads=32, kv_heads=8, head_dim=128, head_dim_v=128, dtype="bf16")
+    out = [Workload(mode="prefill", batch=1, q_len=n, kv_len=n, causal=True, window=win, **gqa)
+           for n in (4 * KI, 16 * KI) for win in (1 * KI, 4 * KI)]
+    out.append(Workload(mode="decode", batch=32, q_len=1, kv_len=16 * KI, causal=True, window=4 * KI, **gqa))
+    out += [Workload(mode="prefill", batch=8, q_len=4 * KI, kv_len=4 * KI, causal=True, lengths=kind, **gqa)
+            for kind in ("fixed", "uniform", "longtail")]
+    out += [Workload(mode="decode", batch=b, q_len=1, kv_len=16 * KI, page_size=p, launch=launch, **gqa)
+            for b in (8, 32) for p in (0, 16, 256) for launch in ("eager", "graph")]
+    mha = dict(q_heads=32, kv_heads=32, head_dim=128, head_dim_v=128, dtype="fp8_e4m3")
+    out += [Workload(mode="prefill", batch=4, q_len=n, kv_len=n, causal=causal, **mha)
+            for n, causal in ((4 * KI, False), (8 * KI, True))]
+    return out
+
+
 GRIDS: dict[str, Callable[[], list[Workload]]] = {
     "smoke": smoke,
     "quick": quick,
     "portability": portability,
     "fa3-paper": fa3_paper,
+    "features": features,
 }
 
 
