@@ -184,6 +184,19 @@ class RecordError(ValueError):
     """A value no column declares, or a row that lacks what its status requires."""
 
 
+def named_row(values: dict, names, error: type[Exception], unknown_text: str) -> tuple[Status, dict]:
+    """The status and the row over `names` of a table's finish(): a name no column declares, or an
+    unknown status, raises `error` (`unknown_text` formats the unknown names)."""
+    unknown = set(values) - set(names)
+    if unknown:
+        raise error(unknown_text.format(", ".join(sorted(unknown))))
+    try:
+        status = Status(values.get("status"))
+    except ValueError:
+        raise error(f"unknown status {values.get('status')!r}") from None
+    return status, {n: values.get(n) for n in names}
+
+
 def percentile(xs: list[float], q: float) -> float:
     """Linear-interpolation quantile, q in [0, 1]."""
     import numpy as np
@@ -202,14 +215,7 @@ def finish(values: dict) -> "AttemptRecord":
     """The record of one attempt from the values gathered for it. Raises RecordError on a value that
     no column declares, or when the status lacks a value it requires; clears the values its status
     does not carry (a number is only reported when it is true); derives median and p95."""
-    unknown = set(values) - set(NAMES)
-    if unknown:
-        raise RecordError(f"no column for {', '.join(sorted(unknown))} (declare it in attnbench/record.py)")
-    try:
-        status = Status(values.get("status"))
-    except ValueError:
-        raise RecordError(f"unknown status {values.get('status')!r}") from None
-    row = {n: values.get(n) for n in NAMES}
+    status, row = named_row(values, NAMES, RecordError, "no column for {} (declare it in attnbench/record.py)")
     for c in COLUMNS:
         if status not in c.carried_by:
             row[c.name] = None

@@ -308,7 +308,7 @@ def cmd_show(args, argv) -> int:
     store = Store(args.db, readonly=True)
     try:
         df, runs = store.dataframe(), store.runs()
-        n_model = len(model_rows.rows(store.con))
+        n_model = len(model_rows.keys(store.con))
     finally:
         store.close()
     if df.empty and n_model and args.format == "table":  # a store `attnbench model` wrote

@@ -6,6 +6,7 @@ import argparse
 from .. import __version__
 from ..status import ORDER
 from ..workloads.axes import NAMES as AXIS_NAMES
+from ..workloads.grids import GRIDS
 
 DEFAULT_DB = "attnbench.sqlite"
 EPILOG = f"""Every attempt (workload × backend × repeat) becomes exactly one row with a status:
@@ -49,8 +50,7 @@ def build_parser() -> Parser:
     r.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                    help="more logging, workers included (-vv for debug)")
     src = r.add_mutually_exclusive_group()
-    src.add_argument("--grid", help="named grid: smoke, quick, portability, fa3-paper, features "
-                                    "(default: smoke on CPU, quick on CUDA)")
+    src.add_argument("--grid", help=f"named grid: {', '.join(GRIDS)} (default: smoke on CPU, quick on CUDA)")
     src.add_argument("--config", metavar="FILE.yaml", help="a YAML grid (see docs/grids.md)")
     r.add_argument("--backends", type=_csv, help="comma list of backend names (default: all)")
     r.add_argument("--modes", type=_csv, help="keep only these modes (train_fwd,train_fwd_bwd,prefill,decode)")

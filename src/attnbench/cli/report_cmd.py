@@ -46,21 +46,18 @@ def cmd_report(args, argv) -> int:
         models = read_models(args.stores)
         if df.empty and models.empty:
             raise UsageError("the stores hold no attempts and no model rows")
-        if df.empty:  # `attnbench model` alone: the whole-workload page and the methodology
-            title = args.title or "attnbench report: " + ", ".join(runs)
-            counts = site.write(SiteData(df, runs, paths, None, models), out, title)
-            commands.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
-                               f"(open {out / 'index.html'}); the stores hold model rows only")
-            return 0
-        backends = sorted(set(df.loc[df["status"] == "OK", "backend"].astype(str)))
-        if args.baseline is not None and args.baseline not in backends:
-            raise UsageError(f"--baseline {args.baseline}: no OK attempt of that backend in the stores "
-                             f"(backends with OK rows: {', '.join(backends) or 'none'})")
-        baseline = args.baseline or default_baseline(df)
-        if baseline is None:
-            raise UsageError("no attempt in the stores ended OK: there is nothing to draw")
+        baseline = None  # model rows only (`attnbench model` alone): the whole-workload page and the methodology
+        if not df.empty:
+            backends = sorted(set(df.loc[df["status"] == "OK", "backend"].astype(str)))
+            if args.baseline is not None and args.baseline not in backends:
+                raise UsageError(f"--baseline {args.baseline}: no OK attempt of that backend in the stores "
+                                 f"(backends with OK rows: {', '.join(backends) or 'none'})")
+            baseline = args.baseline or default_baseline(df)
+            if baseline is None:
+                raise UsageError("no attempt in the stores ended OK: there is nothing to draw")
         title = args.title or "attnbench report: " + ", ".join(runs)
         counts = site.write(SiteData(df, runs, paths, baseline, models), out, title)
+    what = f"speedups are over {baseline}" if baseline else "the stores hold model rows only"
     commands.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
-                       f"(open {out / 'index.html'}); speedups are over {baseline}")
+                       f"(open {out / 'index.html'}); {what}")
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from ..record import SQL_TYPES, percentile
+from ..record import SQL_TYPES, named_row, percentile
 from ..status import Status
 
 TABLE = "model_rows"
@@ -97,14 +97,7 @@ def ddl() -> str:
 def finish(values: dict) -> dict:
     """The row as stored: unknown names refused, what the status may not carry cleared, median and
     p95 derived from the samples, what it must carry checked (a failure its reason, OK its samples)."""
-    unknown = set(values) - set(NAMES)
-    if unknown:
-        raise ModelRowError(f"no model_rows column for {', '.join(sorted(unknown))}")
-    try:
-        status = Status(values.get("status"))
-    except ValueError:
-        raise ModelRowError(f"unknown status {values.get('status')!r}") from None
-    row = {n: values.get(n) for n in NAMES}
+    status, row = named_row(values, NAMES, ModelRowError, "no model_rows column for {}")
     if status is not Status.OK:
         for n, _, _, carried in COLUMNS:
             if carried == OK_ONLY:
