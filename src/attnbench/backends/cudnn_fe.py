@@ -14,7 +14,7 @@ q_len != kv_len is refused (its fp8 flag is not verified), except for one query 
 bottom-right causal masks nothing."""
 from __future__ import annotations
 
-from ..workloads import Workload
+from ..workloads import FP8_MAX, Workload
 from .base import CONTESTANT, Backend, Inputs, Prepared, Rejected
 from .layout import from_bhnd, to_bhnd
 from .optional import call_rejecting, dist_version, import_hint
@@ -24,7 +24,6 @@ HINT = "cudnn (cuDNN frontend) is not importable: pip install 'attnbench[cudnn]'
 
 FP8 = "fp8_e4m3"
 FP8_CAPABILITY = (9, 0)
-FP8_MAX = 448.0  # largest finite float8_e4m3fn (measure/inputs.py saturates inputs there)
 
 
 def _graph(cudnn, handle, dtype):

@@ -17,12 +17,11 @@ import hashlib
 import math
 
 from ..backends.base import Inputs
-from ..workloads import Workload
+from ..workloads import FP8_MAX, Workload
 from ..workloads.paged import num_pages, page_table, paged
 from ..workloads.varlen import tensor_dims
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "float8_e4m3fn"}
-FP8_MAX = 448.0  # largest finite float8_e4m3fn
 DISTRIBUTIONS = ("normal", "outliers", "large-logits")
 OUTLIER_P = 0.001  # share of elements that get an outlier
 OUTLIER_STD = 10.0  # N(0, 100)

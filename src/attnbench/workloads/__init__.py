@@ -16,6 +16,7 @@ L2_STATES = ("warm", "cold")
 ACCUMS = ("fp32",)
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1}
+FP8_MAX = 448.0  # largest finite float8_e4m3fn: fp8 inputs saturate there, cudnn-fe scales P by it
 LENGTH_KINDS = ("fixed", "uniform", "longtail")  # workloads/varlen.py
 ENUMS = {"mode": MODES, "dtype": DTYPES, "accum": ACCUMS, "causal_align": CAUSAL_ALIGNS, "layout": LAYOUTS,
          "launch": LAUNCHES, "l2": L2_STATES, "lengths": LENGTH_KINDS}
