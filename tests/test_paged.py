@@ -23,7 +23,7 @@ from attnbench.workloads.axes import parse_filters, select
 from attnbench.workloads.grids import load_yaml_grid
 from attnbench.workloads.paged import last_page_len, num_pages, page_table, pages_per_seq
 
-from test_new_backends import A100, CPU, H100, backend, fake_flash, fake_flashinfer, run
+from test_new_backends import A100, CPU, H100, _paged_decode, backend, fake_flash, fake_flashinfer, run
 
 
 def d_(**kw) -> Workload:
@@ -146,7 +146,7 @@ def test_a_kernel_ignoring_the_page_table_is_incorrect():
 
 def test_backends_without_a_paged_path_refuse_with_a_reason():
     w16 = d_(dtype="bf16", head_dim=64, head_dim_v=64)
-    paged_ok = {"reference", "fa2", "fa3", "flashinfer-decode"}
+    paged_ok = {"reference", "fa2", "fa3", "fa4", "flashinfer-decode"}
     for b in registry.builtin():
         if b.name in paged_ok:
             continue
@@ -155,7 +155,7 @@ def test_backends_without_a_paged_path_refuse_with_a_reason():
         assert why is not None, b.name
         if "decode" in b.modes and w16.dtype in b.dtypes:
             assert "no paged KV cache path" in why, (b.name, why)
-    assert "no paged KV cache path" in backend("fa4").supports(w16, H100)
+    assert backend("fa4").supports(w16, H100) is None
     assert "no paged KV cache path" in backend("sdpa-math").supports(d_(), CPU)
     assert backend("flashinfer-decode").supports(w16, A100) is None
     assert backend("fa3").supports(w16, H100) is None
@@ -187,6 +187,49 @@ def test_flash_attention_paged_mapping(monkeypatch, name, module, page, kv_len, 
     assert c["causal"] is w.causal and c["scale"] == pytest.approx(w.head_dim ** -0.5)
     assert c["window_size"] == ((w.window - 1, 0) if w.window else (-1, -1))
     assert not any("kvcache" not in c for c in calls)  # never the dense flash_attn_func
+
+
+def fake_fa4_paged(monkeypatch, ignore: str | None = None):
+    """FlashAttention-4's flash_attn_varlen_func as its paged path documents it: q (B, Nq, Hq, D)
+    without cu_seqlens_q, pages (num_pages, page_size, Hkv, D), page_table (B, pages) int32,
+    seqused_k (B,) int32; `ignore` = "table" reads pages in order, "used" reads whole pages."""
+    fake_flash(monkeypatch, "flash_attn.cute", True)
+    calls = []
+
+    def flash_attn_varlen_func(q, k, v, qv=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                               max_seqlen_k=None, seqused_q=None, seqused_k=None, page_table=None,
+                               softmax_scale=None, causal=False, window_size=(None, None), return_lse=False):
+        assert cu_seqlens_k is None and page_table.dtype == torch.int32 and seqused_k.dtype == torch.int32
+        calls.append(dict(shape=tuple(q.shape), k_shape=tuple(k.shape), table=page_table.clone(),
+                          used=seqused_k.tolist(), causal=causal, window_size=window_size, scale=softmax_scale))
+        table = torch.arange(page_table.numel(), dtype=torch.int32).view(page_table.shape) if ignore == "table" \
+            else page_table
+        used = [page_table.shape[1] * k.shape[1]] * q.shape[0] if ignore == "used" else seqused_k.tolist()
+        left = -1 if window_size[0] is None else window_size[0]
+        return _paged_decode(q, k, v, table, used, softmax_scale, causal, (left, 0)), None
+
+    sys.modules["flash_attn.cute"].flash_attn_varlen_func = flash_attn_varlen_func
+    return calls
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(layout="BNHD"), dict(causal=True, window=8), dict(batch=3, kv_heads=4)])
+def test_fa4_paged_mapping(monkeypatch, kw):
+    calls = fake_fa4_paged(monkeypatch)
+    w = d_(page_size=16, kv_len=40, **kw)
+    res = run("fa4", w)
+    assert res["status"] == "OK", res.get("reason")
+    c = calls[0]
+    assert c["shape"] == (w.batch, 1, w.q_heads, w.head_dim)
+    assert c["k_shape"] == (num_pages(w), 16, w.kv_heads, w.head_dim)  # the pages, as they are
+    assert c["table"].tolist() == [list(r) for r in page_table(w)] and c["used"] == [40] * w.batch
+    assert c["causal"] is w.causal and c["scale"] == pytest.approx(w.head_dim ** -0.5)
+    assert c["window_size"] == ((w.window - 1, 0) if w.window else (None, None))
+
+
+@pytest.mark.parametrize("ignore", ["table", "used"])
+def test_fa4_paged_ignoring_the_table_or_the_length_is_incorrect(monkeypatch, ignore):
+    fake_fa4_paged(monkeypatch, ignore)
+    assert run("fa4", d_(page_size=16, kv_len=40))["status"] == "INCORRECT"
 
 
 @pytest.mark.parametrize("name,module,page,kv_len", FA)

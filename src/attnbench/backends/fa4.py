@@ -3,9 +3,12 @@ Blackwell, (B, N, H, D) tensors, GQA, causal aligned bottom-right, forward and b
 torch autograd. Kernels are compiled by the DSL on the first call of each configuration."""
 from __future__ import annotations
 
-from .base import CONTESTANT, Backend
+import inspect
+
+from ..workloads import Workload
+from .base import CONTESTANT, Backend, Prepared, Rejected
 from .kernels import KernelFamily
-from .optional import FlashStyle
+from .optional import FlashStyle, _out, call_rejecting, from_bnhd, to_bnhd, window_size
 
 # CuTe DSL names a kernel after its module and class, e.g.
 # kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at_...,
@@ -21,12 +24,31 @@ class FlashAttn4(FlashStyle):
     hint = HINT
     dists = (("flash-attn-4", None),)
 
+    def _prepare_paged(self, w: Workload, inputs) -> Prepared:
+        """A paged decode cache through flash_attn_varlen_func, FlashAttention-4's paged entry: q as
+        (B, 1, Hq, D) (no cu_seqlens_q), the pages (num_pages, page_size, Hkv, D) as they are, the
+        (B, pages_per_seq) int32 page_table and seqused_k (int32, kv_len for every sequence, built
+        here, outside the timed step). The slack of each last page holds finite values, as the
+        library asks of rows past seqused_k. A build without page_table is UNSUPPORTED."""
+        import torch
+
+        fn = self._varlen_func()
+        if "page_table" not in inspect.signature(fn).parameters:
+            raise Rejected(f"{self.lib}: flash_attn_varlen_func takes no page_table (paged KV cache)")
+        used = torch.full((w.batch,), w.kv_len, dtype=torch.int32, device=inputs.q.device)
+        kw = {**window_size(w.window), "page_table": inputs.page_table, "seqused_k": used}
+        q = to_bnhd(inputs.q, w.layout)  # (B, 1, Hq, D)
+
+        def step():
+            o = _out(fn(q, inputs.k, inputs.v, softmax_scale=inputs.scale, causal=w.causal, **kw))
+            return from_bnhd(o, w.layout)
+
+        return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=used)
+
 
 def make() -> list[Backend]:
     return [FlashAttn4(name="fa4", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(9, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
-                       supports_varlen=True,
-                       # no paged path: FA4's paged-cache entry point is not mapped (not verified against
-                       # the library), so page_size > 0 is refused (supports_paged stays False)
+                       supports_varlen=True, supports_paged=True,  # paged: flash_attn_varlen_func(page_table=)
                        kernel_families={"cuda": frozenset({"flash-attn4"})},
                        description="FlashAttention-4 (flash-attn-4, CuTe DSL)")]
