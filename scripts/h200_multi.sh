@@ -7,9 +7,15 @@
 #   GRID_ARGS="--grid quick"       e.g. "--grid quick --modes decode" for a shorter comparison
 #   PHASE_LIMIT=560                seconds per phase (a phase cut short resumes on the next call;
 #                                  its wall is then not comparable and is marked "cut")
+#   REPEATS=3                      repeats of every phase (REPEATS_replicate=1 overrides one phase)
+#   BACKENDS=sdpa-flash,...        the backends (default: the seven built-in torch backends of the
+#                                  4.8x baseline; JAX on the image would otherwise join the grid)
+#   DB_DIR=$OUT                    where the stores live (a folder that outlives the call resumes them)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=160
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+DB_DIR=${DB_DIR:-$OUT}; mkdir -p "$DB_DIR"
+BACKENDS=${BACKENDS:-sdpa-flash,sdpa-cudnn,sdpa-efficient,sdpa-math,flex,compile,reference}
 PHASES=${PHASES:-one shard replicate}
 GRID_ARGS=${GRID_ARGS:---grid quick}
 nvidia-smi --query-gpu=index,name,uuid --format=csv,noheader
@@ -21,15 +27,17 @@ for phase in $PHASES; do
     replicate) args="--devices 0,1 --replicate" ;;
     *) echo "unknown phase $phase"; exit 2 ;;
   esac
-  db=$OUT/multi-$phase.sqlite
+  db=$DB_DIR/multi-$phase.sqlite
+  rep_var=REPEATS_$phase; reps=${!rep_var:-${REPEATS:-3}}
   t0=$(date +%s.%N)
-  timeout ${PHASE_LIMIT:-560} python3 -m attnbench run $GRID_ARGS --repeats 3 $args --db "$db" 2>&1 | tail -4
+  timeout ${PHASE_LIMIT:-560} python3 -m attnbench run $GRID_ARGS --repeats $reps --backends "$BACKENDS" $args \
+    --db "$db" 2>&1 | tail -4
   rc=${PIPESTATUS[0]}
   t1=$(date +%s.%N)
-  echo "$phase $(python3 -c "print(round($t1 - $t0, 1))") $rc" >> "$OUT/walls.txt"
+  echo "$phase $(python3 -c "print(round($t1 - $t0, 1))") $rc" >> "$DB_DIR/walls.txt"
   echo "phase $phase: wall $(python3 -c "print(round($t1 - $t0, 1))") s, rc $rc"
 done
-python3 - "$OUT" <<'PY'
+python3 - "$DB_DIR" <<'PY'
 import json, sqlite3, sys
 out = sys.argv[1]
 walls = {}
@@ -45,6 +53,11 @@ for phase, (wall, rc) in walls.items():
                     "where wall_s > 0 group by 1, 2").fetchall()
     print(f"{phase:9s} wall {wall:7.1f} s{' (cut)' if rc else ''}  rows {n}  timed {timed:6.1f} s  "
           f"wall/timed {wall / timed if timed else float('nan'):5.1f}  per device (index, cores, rows, wall_s) {per}")
+    phases = {}
+    for (p,) in c.execute("select phases_s from attempts where phases_s is not null"):
+        for name, sec in json.loads(p).items():
+            phases[name] = phases.get(name, 0.0) + sec
+    print("  phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])))
 if "one" in walls and "shard" in walls:
     print(f"sharded / one GPU: {walls['shard'][0] / walls['one'][0]:.2f} (target <= 0.55)")
 PY

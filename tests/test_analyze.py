@@ -117,3 +117,12 @@ def test_the_terminal_summary_fits_80_columns(tmp_path, cli, xy, monkeypatch):
     text = commands.out.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "Transfer cost" in text and "Winner changes" in text
+
+
+def test_gpu_uuids_are_shortened_to_prefixes_that_still_differ():
+    from attnbench.analysis.sides import short_uuids
+
+    got = short_uuids({"GPU-5cc530cd-9756-71c8", "GPU-ee537f37-4f29-0978", "GPU-5cc530cd-aaaa-0000", "-"})
+    assert got["GPU-ee537f37-4f29-0978"] == "GPU-ee537f37"
+    assert got["GPU-5cc530cd-9756-71c8"] == "GPU-5cc530cd-9" and got["GPU-5cc530cd-aaaa-0000"] == "GPU-5cc530cd-a"
+    assert got["-"] == "-"

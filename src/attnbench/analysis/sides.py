@@ -34,9 +34,24 @@ def contest_columns(by: str) -> list[str]:
 
 
 def with_side(df: pd.DataFrame, by: str) -> pd.DataFrame:
-    """The attempts with `side`, the --by value as text (UNKNOWN where NULL)."""
+    """The attempts with `side`, the --by value as text (UNKNOWN where NULL); GPU UUIDs shortened to
+    the shortest prefix that still tells them apart (at least "GPU-" and 8 hex digits, as
+    nvidia-smi users know them), so that tables fit a terminal."""
     side = df[by].astype(object).where(df[by].notna(), UNKNOWN).astype(str)
+    if by == "device_uuid":
+        side = side.map(short_uuids(set(side)))
     return df.assign(side=side)
+
+
+def short_uuids(uuids: set[str], least: int = 12) -> dict[str, str]:
+    """Each UUID's shortest prefix of at least `least` characters that no other UUID shares."""
+    out = {}
+    for u in uuids:
+        n = min(least, len(u))
+        while n < len(u) and any(o != u and o.startswith(u[:n]) for o in uuids):
+            n += 1
+        out[u] = u[:n]
+    return out
 
 
 def match_key(frame: pd.DataFrame, by: str) -> pd.Series:
