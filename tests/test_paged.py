@@ -146,7 +146,7 @@ def test_a_kernel_ignoring_the_page_table_is_incorrect():
 
 def test_backends_without_a_paged_path_refuse_with_a_reason():
     w16 = d_(dtype="bf16", head_dim=64, head_dim_v=64)
-    paged_ok = {"reference", "fa2", "fa3", "fa4", "flashinfer-decode"}
+    paged_ok = {"reference", "fa2", "fa3", "fa4", "flashinfer-decode", "cudnn-fe"}
     for b in registry.builtin():
         if b.name in paged_ok:
             continue
@@ -159,6 +159,7 @@ def test_backends_without_a_paged_path_refuse_with_a_reason():
     assert "no paged KV cache path" in backend("sdpa-math").supports(d_(), CPU)
     assert backend("flashinfer-decode").supports(w16, A100) is None
     assert backend("fa3").supports(w16, H100) is None
+    assert backend("cudnn-fe").supports(w16, A100) is None  # its paged graph (tests/test_cudnn_fe_layouts.py)
     # FlashAttention-2's paged cache takes page sizes divisible by 256 (flash_api.cpp)
     assert "divisible by 256" in backend("fa2").supports(w16, A100)
     page256 = d_(dtype="bf16", head_dim=64, head_dim_v=64, kv_len=600, page_size=256)

@@ -103,8 +103,7 @@ def test_packed_batches_run_correct_on_cpu(name, kw):
     assert res["err_ratio"] is not None and res["err_ratio"] <= 16
 
 
-@pytest.mark.parametrize("name", ["sdpa-math", "sdpa-flash", "compile", "jax-xla", "xformers", "cudnn-fe",
-                                  "flashinfer-decode"])
+@pytest.mark.parametrize("name", ["sdpa-math", "sdpa-flash", "compile", "jax-xla", "xformers", "flashinfer-decode"])
 def test_backends_without_a_packed_kernel_refuse_with_a_reason(name):
     dev = CPU if name in ("sdpa-math", "sdpa-flash", "compile", "jax-xla") else H100
     w = v_(dtype="bf16", head_dim=64, head_dim_v=64)
@@ -112,6 +111,11 @@ def test_backends_without_a_packed_kernel_refuse_with_a_reason(name):
     assert why and ("packed-batch kernel" in why or "mode prefill not offered" in why), why
     assert backend(name).supports(v_(dtype="bf16", head_dim=64, head_dim_v=64, lengths="fixed"), dev) is None \
         or name == "flashinfer-decode"
+
+
+def test_cudnn_frontend_takes_packed_batches():
+    """cudnn-fe maps a packed batch to ragged (THD) tensors (tests/test_cudnn_fe_layouts.py)."""
+    assert backend("cudnn-fe").supports(v_(dtype="bf16", head_dim=64, head_dim_v=64), H100) is None
 
 
 def fake_flash_varlen(monkeypatch, module, with_max_seqlen: bool):

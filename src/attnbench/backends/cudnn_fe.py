@@ -11,13 +11,27 @@ static choice that uses float8's range without a data-dependent amax (with 1.0, 
 below 2^-10, i.e. most of a long row, would round to zero). The amax outputs are written and not
 read. The fp8 graph's causal flag is use_causal_mask (top-left); bottom-right alignment with
 q_len != kv_len is refused (its fp8 flag is not verified), except for one query row (decode), where
-bottom-right causal masks nothing."""
+bottom-right causal masks nothing.
+
+A paged decode cache (page_size > 0) is the same sdpa graph with paged_attention_k_table /
+paged_attention_v_table: K and V are described as page containers (num_pages, Hkv, page_size, D)
+through a permuted view of the token-major pages (strides (P·Hkv·D, D, Hkv·D, 1): no copy), the
+page table as a (B, 1, pages_per_seq, 1) int32 view for both; use_padding_mask with seq_len_q = 1
+and seq_len_kv = kv_len ((B, 1, 1, 1) int32, built in prepare) and paged_attention_max_seq_len_kv
+= kv_len. A packed variable-length batch (lengths != fixed) is the ragged (THD) form: Q, K, V, O
+described as (B, H, max_len, D) with BSHD strides and a ragged offset each, (B+1, 1, 1, 1) of
+cu_seqlens · H · D elements, seq_len_q = seq_len_kv = the lengths, use_padding_mask. cuDNN's ragged
+tensors are token-major: a BHND workload's packed Q, K, V are copied into token-major buffers
+inside the timed step (as FlashAttention's varlen path copies them) and O is returned as a view of
+a token-major buffer. fp8 takes neither form (refused); windows are refused on every path."""
 from __future__ import annotations
 
 from ..workloads import FP8_MAX, Workload
+from ..workloads.paged import paged, pages_per_seq
+from ..workloads.varlen import cu_seqlens, packed, seq_lengths
 from .base import CONTESTANT, Backend, Inputs, Prepared, Rejected
 from .layout import from_bhnd, to_bhnd
-from .optional import call_rejecting, dist_version, import_hint
+from .optional import call_rejecting, dist_version, import_hint, to_bnhd
 
 HINT = "cudnn (cuDNN frontend) is not importable: pip install 'attnbench[cudnn]' (nvidia-cudnn-frontend)"
 
@@ -47,6 +61,18 @@ def _masks(w: Workload) -> dict:
     return {"use_causal_mask": not bottom, "use_causal_mask_bottom_right": bottom}
 
 
+def _paged_masks(w: Workload) -> dict:
+    """The causal flag of the paged decode graph (one query row per sequence): bottom-right keeps
+    every cached key, so no flag is set (cuDNN's decode path needs none); top-left is
+    use_causal_mask (the query sees key 0 only)."""
+    return {"use_causal_mask": w.causal and w.causal_align == "top_left" and w.kv_len > 1}
+
+
+def _offset_dtype(torch, largest: int):
+    """Ragged offsets are int32 while they fit (every cuDNN with THD takes int32), else int64."""
+    return torch.int32 if largest < 2 ** 31 else torch.int64
+
+
 def _fp8_refusal(w: Workload) -> str | None:
     """Why the fp8 graph cannot express this workload's mask (None: it can)."""
     if w.causal and w.causal_align == "bottom_right" and w.q_len != w.kv_len and w.q_len > 1:
@@ -67,6 +93,9 @@ class CudnnFrontend(Backend):
             return ("sliding window: the cuDNN frontend's window arguments are not mapped by attnbench "
                     "(not verified against the library; refused rather than guessed)")
         if w.dtype == FP8:
+            if paged(w) or packed(w):
+                return ("fp8: a paged KV cache or a packed (ragged) batch is not mapped for sdpa_fp8 "
+                        "(its paged and ragged forms are not verified against the library; refused rather than guessed)")
             if dev.capability is not None and tuple(dev.capability) < FP8_CAPABILITY:
                 return (f"fp8 needs compute capability >= {FP8_CAPABILITY[0]}.{FP8_CAPABILITY[1]} (Hopper), "
                         f"device has {dev.capability[0]}.{dev.capability[1]}")
@@ -82,6 +111,10 @@ class CudnnFrontend(Backend):
     def prepare(self, w: Workload, inputs: Inputs) -> Prepared:
         if w.dtype == FP8:
             return self._prepare_fp8(w, inputs)
+        if paged(w):
+            return self._prepare_paged(w, inputs)
+        if packed(w):
+            return self._prepare_ragged(w, inputs)
         import cudnn
         import torch
 
@@ -148,6 +181,113 @@ class CudnnFrontend(Backend):
         return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"), backward=backward,
                         state=state)
 
+    def _prepare_paged(self, w: Workload, inputs: Inputs) -> Prepared:
+        """Decode against the paged cache: containers, tables and lengths as the module docstring says."""
+        import cudnn
+        import torch
+
+        dtype = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}[inputs.q.dtype]
+        handle = cudnn.create_handle()
+        q = to_bhnd(inputs.q, w.layout).detach()  # (B, Hq, 1, D)
+        o = to_bhnd(inputs.out, w.layout)
+        # (num_pages, P, Hkv, D) token-major pages -> (num_pages, Hkv, P, D) views: strides, no copy
+        kc, vc = (t.detach().permute(0, 2, 1, 3) for t in (inputs.k, inputs.v))
+        table = inputs.page_table.view(w.batch, 1, pages_per_seq(w), 1)  # the input itself, a view
+        dev = q.device
+        seq_q = torch.ones(w.batch, 1, 1, 1, dtype=torch.int32, device=dev)
+        seq_kv = torch.full((w.batch, 1, 1, 1), w.kv_len, dtype=torch.int32, device=dev)
+
+        def build():
+            g = _graph(cudnn, handle, dtype)
+            tq, tk, tv = (g.tensor_like(t) for t in (q, kc, vc))
+            tk_table, tv_table = g.tensor_like(table), g.tensor_like(table)  # one table serves K and V
+            tsq, tskv = g.tensor_like(seq_q), g.tensor_like(seq_kv)
+            to, _stats = g.sdpa(name="sdpa_paged", q=tq, k=tk, v=tv, generate_stats=False, attn_scale=inputs.scale,
+                                use_padding_mask=True, seq_len_q=tsq, seq_len_kv=tskv,
+                                paged_attention_k_table=tk_table, paged_attention_v_table=tv_table,
+                                paged_attention_max_seq_len_kv=w.kv_len, **_paged_masks(w))
+            to.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
+            _finish(g, cudnn)
+            return g, {tq: q, tk: kc, tv: vc, tk_table: table, tv_table: table, tsq: seq_q, tskv: seq_kv, to: o}
+
+        fwd, pack = call_rejecting(build, "cuDNN frontend")
+        ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=dev)
+
+        def step():
+            cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+            fwd.execute(pack, ws, handle=handle)
+            return inputs.out
+
+        return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"),
+                        state=[handle, fwd, ws, seq_q, seq_kv])
+
+    def _prepare_ragged(self, w: Workload, inputs: Inputs) -> Prepared:
+        """A packed batch as ragged (THD) tensors: see the module docstring."""
+        import cudnn
+        import torch
+
+        dtype = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}[inputs.q.dtype]
+        handle = cudnn.create_handle()
+        lens, cu = seq_lengths(w), cu_seqlens(w)
+        b, longest = len(lens), max(lens)
+        q, k, v = (to_bnhd(t, w.layout).detach() for t in (inputs.q, inputs.k, inputs.v))  # (1, T, H, D)
+        o = to_bnhd(inputs.out, w.layout)
+        dev = q.device
+        copies = []
+        if w.layout == "BNHD" and all(t.is_contiguous() for t in (q, k, v, o)):
+            out_view = inputs.out
+        else:  # token-major buffers: Q, K, V copied in inside the step, O returned as a view
+            src = (q, k, v)
+            q, k, v = (torch.empty(t.shape, dtype=t.dtype, device=dev) for t in src)
+            copies = list(zip((q, k, v), src))
+            o = torch.full(o.shape, float("nan"), dtype=o.dtype, device=dev)
+            out_view = o if w.layout == "BNHD" else o.transpose(1, 2)
+        seq = torch.tensor(lens, dtype=torch.int32, device=dev).view(b, 1, 1, 1)
+
+        def offsets(t):  # (B+1, 1, 1, 1): where each sequence starts, in elements of token-major t
+            per_token = t.shape[2] * t.shape[3]
+            return torch.tensor([c * per_token for c in cu], dtype=_offset_dtype(torch, cu[-1] * per_token),
+                                device=dev).view(b + 1, 1, 1, 1)
+
+        def dims(t):  # (B, H, max_len, D) with BSHD strides over the packed tokens
+            h, d = t.shape[2], t.shape[3]
+            return [b, h, longest, d], [longest * h * d, d, h * d, 1]
+
+        offs = {name: offsets(t) for name, t in (("q", q), ("k", k), ("v", v), ("o", o))}
+
+        def build():
+            g = _graph(cudnn, handle, dtype)
+            tens = {}
+            for name, t in (("q", q), ("k", k), ("v", v)):
+                dim, stride = dims(t)
+                tens[name] = g.tensor(dim=dim, stride=stride, data_type=dtype)
+            toffs = {name: g.tensor_like(t) for name, t in offs.items()}
+            for name in ("q", "k", "v"):
+                tens[name].set_ragged_offset(toffs[name])
+            tsq, tskv = g.tensor_like(seq), g.tensor_like(seq)
+            to, _stats = g.sdpa(name="sdpa_ragged", q=tens["q"], k=tens["k"], v=tens["v"], generate_stats=False,
+                                attn_scale=inputs.scale, use_padding_mask=True, seq_len_q=tsq, seq_len_kv=tskv,
+                                **_masks(w))  # Nq == Nkv per sequence: causal is the square (top-left) mask
+            dim, stride = dims(o)
+            to.set_output(True).set_dim(dim).set_stride(stride).set_ragged_offset(toffs["o"])
+            _finish(g, cudnn)
+            pack = {tens["q"]: q, tens["k"]: k, tens["v"]: v, to: o, tsq: seq, tskv: seq}
+            pack.update({toffs[name]: t for name, t in offs.items()})
+            return g, pack
+
+        fwd, pack = call_rejecting(build, "cuDNN frontend")
+        ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=dev)
+
+        def step():
+            cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+            for dst, src in copies:  # a BHND batch: into cuDNN's token-major form, timed
+                dst.copy_(src)
+            fwd.execute(pack, ws, handle=handle)
+            return out_view
+
+        return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"),
+                        state=[handle, fwd, ws, seq, offs, q, k, v, o])
+
     def _prepare_fp8(self, w: Workload, inputs: Inputs) -> Prepared:
         """The forward fp8 graph (sdpa_fp8), O written in float8 into the poisoned buffer."""
         import cudnn
@@ -202,5 +342,6 @@ def make() -> list[Backend]:
     return [CudnnFrontend(name="cudnn-fe", family="cudnn-frontend", role=CONTESTANT, devices=("cuda",),
                           modes=("train_fwd_bwd", "prefill", "decode"), dtypes=("bf16", "fp16", FP8),
                           min_capability=(8, 0), max_head_dim=256, head_dim_multiple=8, supports_gqa=True,
+                          supports_paged=True, supports_varlen=True,
                           kernel_families={"cuda": frozenset({"cudnn"})},
                           description="cuDNN frontend SDPA graph")]
