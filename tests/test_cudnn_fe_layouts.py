@@ -54,7 +54,8 @@ def _view(buf, t: T, base: int, dims):
 
 def fake_cudnn(monkeypatch, ignore: str | None = None):
     """`ignore`: "table" reads pages 0, 1, 2, ... in order; "lengths" reads every key the tensors
-    hold (whole pages, or the longest length); "offsets" reads every sequence from the start."""
+    hold (whole pages, or the longest length); "offsets" reads every sequence from the start;
+    "band" drops the diagonal band's left bound (a window read as plain causal)."""
     log = []
 
     class Graph:
@@ -82,11 +83,17 @@ def fake_cudnn(monkeypatch, ignore: str | None = None):
             sq = pack[kw["seq_len_q"]].view(-1).tolist() if kw.get("seq_len_q") else None
             skv = pack[kw["seq_len_kv"]].view(-1).tolist() if kw.get("seq_len_kv") else None
             b = q.dim[0]
+            sq, skv = sq or [q.dim[2]] * b, skv or [None] * b  # the dense graph: no lengths
             if ignore == "lengths":
                 sq, skv = [q.dim[2]] * b, [None] * b
             causal = kw.get("use_causal_mask") or kw.get("use_causal_mask_bottom_right")
             align = "bottom_right" if kw.get("use_causal_mask_bottom_right") else "top_left"
-            assert kw["use_padding_mask"] and "sliding_window_length" not in kw and "diagonal_band_left_bound" not in kw
+            window = kw.get("diagonal_band_left_bound")
+            assert "sliding_window_length" not in kw
+            if window is not None:  # the band: keys j with i + off - left < j <= i + off + right
+                assert kw["diagonal_band_right_bound"] == 0 and not causal
+                causal, align = True, {"TL": "top_left", "BR": "bottom_right"}[kw["diagonal_alignment"]]
+                window = None if ignore == "band" else window
 
             def base(t, i):
                 if t.ragged is not None and ignore == "offsets":
@@ -116,7 +123,7 @@ def fake_cudnn(monkeypatch, ignore: str | None = None):
                     ki = _view(pack[k], k, base(k, i), (k.dim[1], n, k.dim[3]))
                     vi = _view(pack[v], v, base(v, i), (v.dim[1], n, v.dim[3]))
                 oi = attention_math(qi[None].float(), ki[None].float(), vi[None].float(), bool(causal), align,
-                                    kw["attn_scale"])[0]
+                                    kw["attn_scale"], window or 0)[0]
                 _view(pack[o], o, base(o, i), (o.dim[1], nq, o.dim[3])).copy_(oi)
 
         def __getattr__(self, name):  # validate, build_operation_graph, create_execution_plans, ...
@@ -124,7 +131,8 @@ def fake_cudnn(monkeypatch, ignore: str | None = None):
 
     ns = types.SimpleNamespace
     _module(monkeypatch, "cudnn", pygraph=Graph, create_handle=lambda: "handle", set_stream=lambda **k: None,
-            data_type=ns(BFLOAT16="bf16", HALF="fp16", FLOAT="fp32"), heur_mode=ns(A="A", FALLBACK="F"))
+            data_type=ns(BFLOAT16="bf16", HALF="fp16", FLOAT="fp32"), heur_mode=ns(A="A", FALLBACK="F"),
+            diagonal_alignment=ns(TOP_LEFT="TL", BOTTOM_RIGHT="BR"))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: ns(cuda_stream=0))
     return log
 
@@ -256,9 +264,43 @@ def test_ragged_offsets_widen_to_int64_past_int32():
 def test_unmapped_combinations_refuse_with_a_reason():
     b = backend("cudnn-fe")
     assert "window" in b.supports(d_(causal=True, window=8), H100)
-    assert "window" in b.supports(v_(window=8), H100)
     for w in (d_(dtype="fp8_e4m3", head_dim=16), v_(dtype="fp8_e4m3")):
         why = b.supports(w, H100)
         assert why and "fp8" in why and ("paged" in why or "ragged" in why), why
     assert "does not run on cpu" in b.supports(d_(), CPU)
     assert b.supports(d_(), H100) is None and b.supports(v_(), H100) is None
+
+
+# ---- sliding windows: the diagonal band ---------------------------------------------------------
+
+def p_(**kw) -> Workload:
+    base = dict(mode="prefill", batch=2, q_len=16, kv_len=32, q_heads=4, kv_heads=2, head_dim=16, head_dim_v=16,
+                dtype="bf16", causal=True, window=5)
+    return Workload(**{**base, **kw})
+
+
+@pytest.mark.parametrize("w", [p_(), p_(causal_align="top_left"), p_(q_len=32), p_(layout="BNHD", window=1),
+                               v_(window=4), v_(window=4, layout="BNHD", lengths="longtail", batch=4)])
+def test_a_window_is_the_diagonal_band_aligned_like_the_causal_mask(monkeypatch, w):
+    log = fake_cudnn(monkeypatch)
+    assert backend("cudnn-fe").supports(w, H100) is None
+    res = run("cudnn-fe", w)
+    assert res["status"] == "OK", res.get("reason")
+    c = _sdpa(log)
+    bottom = w.causal_align == "bottom_right" and w.q_len != w.kv_len
+    assert c["diagonal_band_left_bound"] == w.window and c["diagonal_band_right_bound"] == 0
+    assert c["diagonal_alignment"] == ("BR" if bottom else "TL")
+    assert not c.get("use_causal_mask") and not c.get("use_causal_mask_bottom_right")
+
+
+@pytest.mark.parametrize("w", [p_(), v_(window=4)])
+def test_a_graph_without_the_band_is_incorrect(monkeypatch, w):
+    fake_cudnn(monkeypatch, "band")
+    assert run("cudnn-fe", w)["status"] == "INCORRECT"
+
+
+@pytest.mark.parametrize("w", [d_(page_size=0, causal=True, window=8), d_(causal=True, window=8),
+                               p_(dtype="fp8_e4m3", q_len=32)])
+def test_windows_in_decode_paged_or_fp8_are_refused(w):
+    why = backend("cudnn-fe").supports(w, H100)
+    assert why and "sliding window" in why

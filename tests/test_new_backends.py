@@ -685,17 +685,12 @@ def test_xformers_maps_the_window_to_its_local_mask_and_refuses_top_left(monkeyp
     assert "bottom-right only" in backend("xformers").supports(top_left, H100)
 
 
-@pytest.mark.parametrize("name", ["cudnn-fe", "jax-cudnn"])
+@pytest.mark.parametrize("name", ["jax-cudnn"])
 def test_backends_without_a_mapped_window_refuse_it_with_a_reason(name):
     w = w_(dtype="bf16", **WINDOWED[0])
     why = backend(name).supports(w, H100)
     assert why and "window" in why
     assert backend(name).supports(w_(dtype="bf16", causal=True), H100) is None
-
-
-def test_cudnn_frontend_builds_no_window_graph(monkeypatch):
-    """cudnn-fe refuses windows in supports(): its graph arguments stay as they were."""
-    test_cudnn_frontend_graph_arguments(monkeypatch, dict(causal=True), True, False)
 
 
 @pytest.mark.parametrize("name", ["reference", "sdpa-math", "sdpa-flash", "flex", "jax-xla"])

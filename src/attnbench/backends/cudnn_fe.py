@@ -23,7 +23,8 @@ described as (B, H, max_len, D) with BSHD strides and a ragged offset each, (B+1
 cu_seqlens · H · D elements, seq_len_q = seq_len_kv = the lengths, use_padding_mask. cuDNN's ragged
 tensors are token-major: a BHND workload's packed Q, K, V are copied into token-major buffers
 inside the timed step (as FlashAttention's varlen path copies them) and O is returned as a view of
-a token-major buffer. fp8 takes neither form (refused); windows are refused on every path."""
+a token-major buffer. fp8 takes neither form (refused). A sliding window is the diagonal band (left bound W, right bound 0,
+aligned like the causal mask) on the dense and ragged graphs; decode, paged and fp8 refuse it."""
 from __future__ import annotations
 
 from ..workloads import FP8_MAX, Workload
@@ -53,8 +54,16 @@ def _finish(graph, cudnn):
     graph.build_plans()
 
 
-def _masks(w: Workload) -> dict:
-    """The graph's causal flags for the workload's alignment."""
+def _masks(w: Workload, cudnn=None) -> dict:
+    """The graph's causal flags for the workload's alignment; a sliding window of W keys is the
+    diagonal band instead: left bound W (query i keeps keys j > i + offset - W), right bound 0 (no
+    key past the diagonal: causal), the diagonal aligned as the workload's causal mask (cuDNN's
+    diagonal_alignment; the band's definition is the reference of the frontend's test_mhas.py)."""
+    if w.window:
+        align = cudnn.diagonal_alignment
+        bottom = w.causal_align == "bottom_right" and w.q_len != w.kv_len
+        return {"diagonal_band_left_bound": w.window, "diagonal_band_right_bound": 0,
+                "diagonal_alignment": align.BOTTOM_RIGHT if bottom else align.TOP_LEFT}
     if not w.causal:
         return {"use_causal_mask": False, "use_causal_mask_bottom_right": False}
     bottom = w.causal_align == "bottom_right" and w.q_len != w.kv_len
@@ -89,9 +98,9 @@ def _fp8_masks(w: Workload) -> dict:
 
 class CudnnFrontend(Backend):
     def extra_supports(self, w: Workload, dev) -> str | None:
-        if w.window:
-            return ("sliding window: the cuDNN frontend's window arguments are not mapped by attnbench "
-                    "(not verified against the library; refused rather than guessed)")
+        if w.window and (w.q_len == 1 or paged(w) or w.dtype == FP8):
+            return ("sliding window: mapped for the dense and ragged sdpa graphs with more than one query "
+                    "row only (the frontend's own tests exercise its band there, not in decode, paged or fp8)")
         if w.dtype == FP8:
             if paged(w) or packed(w):
                 return ("fp8: a paged KV cache or a packed (ragged) batch is not mapped for sdpa_fp8 "
@@ -129,7 +138,7 @@ class CudnnFrontend(Backend):
             g = _graph(cudnn, handle, dtype)
             tq, tk, tv = (g.tensor_like(t.detach()) for t in (q, k, v))
             to, tstats = g.sdpa(name="sdpa", q=tq, k=tk, v=tv, generate_stats=train, attn_scale=inputs.scale,
-                                **_masks(w))
+                                **_masks(w, cudnn))
             to.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
             if train:
                 tstats.set_output(True).set_data_type(cudnn.data_type.FLOAT)
@@ -159,7 +168,7 @@ class CudnnFrontend(Backend):
                 tq, tk, tv, to_, tdo = (g.tensor_like(t.detach()) for t in (q, k, v, o, do))
                 tstats = g.tensor_like(lse)
                 tdq, tdk, tdv = g.sdpa_backward(name="sdpa_backward", q=tq, k=tk, v=tv, o=to_, dO=tdo,
-                                                stats=tstats, attn_scale=inputs.scale, **_masks(w))
+                                                stats=tstats, attn_scale=inputs.scale, **_masks(w, cudnn))
                 for t, ref in ((tdq, dq), (tdk, dk), (tdv, dv)):
                     t.set_output(True).set_dim(list(ref.shape)).set_stride(list(ref.stride()))
                 _finish(g, cudnn)
@@ -267,7 +276,7 @@ class CudnnFrontend(Backend):
             tsq, tskv = g.tensor_like(seq), g.tensor_like(seq)
             to, _stats = g.sdpa(name="sdpa_ragged", q=tens["q"], k=tens["k"], v=tens["v"], generate_stats=False,
                                 attn_scale=inputs.scale, use_padding_mask=True, seq_len_q=tsq, seq_len_kv=tskv,
-                                **_masks(w))  # Nq == Nkv per sequence: causal is the square (top-left) mask
+                                **_masks(w, cudnn))  # Nq == Nkv per sequence: causal is the square (top-left) mask
             dim, stride = dims(o)
             to.set_output(True).set_dim(dim).set_stride(stride).set_ragged_offset(toffs["o"])
             _finish(g, cudnn)
