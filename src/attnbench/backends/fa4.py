@@ -28,5 +28,7 @@ def make() -> list[Backend]:
                        supports_varlen=True,
                        # no paged path: FA4's paged-cache entry point is not mapped (not verified against
                        # the library), so page_size > 0 is refused (supports_paged stays False)
+                       append_refusal="FA4's cache-append entry point is not mapped (not verified against the "
+                                      "library)",
                        kernel_families={"cuda": frozenset({"flash-attn4"})},
                        description="FlashAttention-4 (flash-attn-4, CuTe DSL)")]
