@@ -177,14 +177,18 @@ def test_missing_yaml_file(tmp_path):
 
 def test_the_features_grid_holds_each_new_axis_beside_its_default():
     """Windows (prefill and decode), every varlen kind, paged decode beside the contiguous cache in
-    both launches, and the fp8 forward at the anchor shapes."""
+    both launches, the append inside decode's timed step, and the fp8 forward at the anchor shapes."""
     from attnbench.workloads.grids import get_grid
 
     ws = get_grid("features")
     assert {w.window for w in ws if w.mode == "prefill"} >= {1024, 4096}
     assert any(w.window and w.mode == "decode" for w in ws)
     assert {w.lengths for w in ws} == {"fixed", "uniform", "longtail"}
-    paged = {(w.batch, w.page_size, w.launch) for w in ws if w.mode == "decode" and not w.window}
+    plain = [w for w in ws if w.mode == "decode" and not w.window]
+    paged = {(w.batch, w.page_size, w.launch) for w in plain if w.decode_append == "excluded"}
     assert paged == {(b, p, launch) for b in (8, 32) for p in (0, 16, 256) for launch in ("eager", "graph")}
+    # the append inside the timed step, beside the same decode without it (in paged)
+    appending = {(w.batch, w.page_size, w.launch) for w in plain if w.decode_append == "included"}
+    assert appending == {(32, 0, "eager"), (32, 0, "graph"), (32, 256, "eager")}
     fp8 = [(w.batch, w.q_len, w.causal) for w in ws if w.dtype == "fp8_e4m3"]
     assert sorted(fp8) == [(4, 4096, False), (4, 8192, True)]

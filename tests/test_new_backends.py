@@ -241,39 +241,65 @@ def _gather_pages(k_pages, pages, n):
 
 
 def _paged_decode(q, k_cache, v_cache, table, seqlens, scale, causal, window_size):
-    """Decode against a paged cache, gathered through the table it is given: q (B, 1, Hq, D) -> O."""
+    """Decode against a paged cache, gathered through the table it is given, or a contiguous
+    (B, N, H, D) cache when the table is None: q (B, 1, Hq, D) -> O."""
     left = window_size[0]
     outs = []
     for b in range(q.shape[0]):
         n = int(seqlens[b])
-        kb, vb = (_gather_pages(c, table[b].long(), n)[None] for c in (k_cache, v_cache))
+        if table is None:
+            kb, vb = k_cache[b:b + 1, :n], v_cache[b:b + 1, :n]
+        else:
+            kb, vb = (_gather_pages(c, table[b].long(), n)[None] for c in (k_cache, v_cache))
         outs.append(_bnhd_attention(q[b:b + 1], kb, vb, causal, "bottom_right", scale, left + 1 if left >= 0 else None))
     return torch.cat(outs)
+
+
+def _append_kv(k_cache, v_cache, k, v, table, seqlens):
+    """FlashAttention's documented append: k, v (B, seqlen_new, Hkv, D) written into the cache starting
+    at cache_seqlens (through the table when paged); the new lengths."""
+    out = []
+    for b, n in enumerate(int(x) for x in seqlens):
+        for i in range(k.shape[1]):
+            pos = n + i
+            if table is None:
+                k_cache[b, pos], v_cache[b, pos] = k[b, i], v[b, i]
+            else:
+                page, at = int(table[b, pos // k_cache.shape[1]]), pos % k_cache.shape[1]
+                k_cache[page, at], v_cache[page, at] = k[b, i], v[b, i]
+        out.append(n + k.shape[1])
+    return out
 
 
 def fake_flash(monkeypatch, module: str, returns_lse: bool):
     """A flash_attn_func: (B, N, H, D) tensors, causal aligned bottom-right, as FlashAttention documents;
     FlashAttention-2 and -3 also get flash_attn_with_kvcache over a paged cache (pages (num_pages,
-    page_size, Hkv, D)), its table named block_table (FA2) or page_table (FA3) as each documents."""
+    page_size, Hkv, D)), its table named block_table (FA2) or page_table (FA3) as each documents, or a
+    contiguous one, with the documented in-place append of k=, v= at cache_seqlens."""
     calls = []
 
-    def kvcache(table_name, q, k_cache, v_cache, cache_seqlens, table, softmax_scale, causal, window_size):
+    def kvcache(table_name, q, k_cache, v_cache, cache_seqlens, table, softmax_scale, causal, window_size, k=None,
+                v=None):
         calls.append(dict(kvcache=table_name, shape=tuple(q.shape), k_shape=tuple(k_cache.shape), table=table,
-                          seqlens=cache_seqlens, scale=softmax_scale, causal=causal, window_size=window_size))
-        o = _paged_decode(q, k_cache, v_cache, table, cache_seqlens.tolist(), softmax_scale, causal, window_size)
+                          seqlens=cache_seqlens.clone(), scale=softmax_scale, causal=causal, window_size=window_size,
+                          k_new=None if k is None else tuple(k.shape), v_new=None if v is None else tuple(v.shape)))
+        seqlens = cache_seqlens.tolist()
+        if k is not None:
+            seqlens = _append_kv(k_cache, v_cache, k, v, table, seqlens)
+        o = _paged_decode(q, k_cache, v_cache, table, seqlens, softmax_scale, causal, window_size)
         return (o, None) if returns_lse else o
 
     def fa2_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
                          cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
                          window_size=(-1, -1)):
         return kvcache("block_table", q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
-                       window_size)
+                       window_size, k, v)
 
     def fa3_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,
                          cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, page_table=None,
                          softmax_scale=None, causal=False, window_size=(-1, -1)):
         return kvcache("page_table", q, k_cache, v_cache, cache_seqlens, page_table, softmax_scale, causal,
-                       window_size)
+                       window_size, k, v)
 
     extra = {"flash_attn": {"flash_attn_with_kvcache": fa2_with_kvcache},
              "flash_attn_interface": {"flash_attn_with_kvcache": fa3_with_kvcache}}.get(module, {})

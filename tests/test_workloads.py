@@ -106,7 +106,7 @@ def test_key_is_the_same_in_another_process():
 ALTERNATIVES = {
     "mode": "train_fwd", "batch": 3, "q_len": 64, "kv_len": 512, "q_heads": 16, "kv_heads": 8, "head_dim": 128,
     "head_dim_v": 32, "dtype": "fp16", "causal": False, "causal_align": "top_left", "dropout": 0.1, "layout": "BNHD",
-    "launch": "graph", "l2": "cold", "window": 16, "lengths": "uniform", "page_size": 16,
+    "launch": "graph", "l2": "cold", "window": 16, "lengths": "uniform", "page_size": 16, "decode_append": "included",
 }
 
 
@@ -121,10 +121,10 @@ def test_every_field_changes_the_key():
             assert W(causal=True, kv_len=128, lengths=value).key() not in {square.key(), base.key()}
             keys.add(W(causal=True, kv_len=128, lengths=value).key())
             continue
-        if name == "page_size":  # a paged cache is a decode workload's
+        if name in ("page_size", "decode_append"):  # a paged cache, an append: a decode workload's
             dense = W(mode="decode", q_len=1)
-            assert W(mode="decode", q_len=1, page_size=value).key() not in {dense.key(), base.key()}
-            keys.add(W(mode="decode", q_len=1, page_size=value).key())
+            assert W(mode="decode", q_len=1, **{name: value}).key() not in {dense.key(), base.key()}
+            keys.add(W(mode="decode", q_len=1, **{name: value}).key())
             continue
         other = W(**{"causal": True, name: value})
         assert other != base

@@ -68,9 +68,9 @@ _IDENTITY = [
     _c("role", str, "contestant, or accuracy_reference (measured, not a fair latency contest)", PLAN),
     _c("workload_key", str, "hash of every semantic field of the workload", PLAN, required_by=ALL),
 ]
-# One column per workload axis (workloads/axes.py): a new Workload field is a new column.
-_WORKLOAD = [_c(a.name, a.type, a.doc, PLAN, required_by=ALL) for a in AXES] + [
-    _c("decode_append", str, "decode only: 'excluded' = appending K/V is not inside the timed step", PLAN),
+# One column per workload axis (workloads/axes.py): a new Workload field is a new column; an axis of some
+# modes only (decode_append) is NULL in the rows of the others, so no row must hold it.
+_WORKLOAD = [_c(a.name, a.type, a.doc, PLAN, required_by=ALL if a.modes is None else frozenset()) for a in AXES] + [
     _c("repeat", int, "process-level repeat index (0-based)", PLAN, required_by=ALL),
 ]
 _OUTCOME = [

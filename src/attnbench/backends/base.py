@@ -21,6 +21,7 @@ from typing import Any, Callable
 from .kernels import KernelFamily
 
 from ..workloads import MODES, Workload
+from ..workloads.append import appending
 from ..workloads.cost import input_bytes
 
 CONTESTANT = "contestant"
@@ -57,7 +58,10 @@ class Inputs:
     A paged decode workload (Workload.page_size > 0, workloads/paged.py) holds k and v as pages
     (num_pages, page_size, Hkv, D) whatever the layout (which then is Q's and O's), and `page_table`
     (B, pages_per_seq) int32: the physical page of each sequence's logical pages; None otherwise.
-    `out` is a NaN-poisoned output buffer (O's shape, dtype and layout) that any backend may write
+    An appending decode (Workload.decode_append included, workloads/append.py) has `k_new` and `v_new`:
+    the new token's K and V, one token per sequence and KV head in the workload's layout ((B, Hkv, 1, D)
+    for BHND, (B, 1, Hkv, D) for BNHD), which the step writes into the cache's slot kv_len - 1; None
+    otherwise. `out` is a NaN-poisoned output buffer (O's shape, dtype and layout) that any backend may write
     into and return instead of allocating; a row it leaves unwritten stays NaN and fails the
     correctness check. `do` is the given output gradient for train_fwd_bwd."""
 
@@ -68,6 +72,8 @@ class Inputs:
     out: Any = None
     scale: float = 1.0
     page_table: Any = None
+    k_new: Any = None
+    v_new: Any = None
 
 
 @dataclass
@@ -129,6 +135,10 @@ class Backend:
     # a paged KV cache (Workload.page_size > 0): K/V in pages reached through a page table; a backend
     # without a kernel that takes the table refuses (a gather into a contiguous cache is not that)
     supports_paged: bool = False
+    # an appending decode (Workload.decode_append included): the step writes the new token's K/V into the
+    # cache, then attends; a backend without that path refuses (`append_refusal` may say why in its words)
+    supports_append: bool = False
+    append_refusal: str = ""
     layouts: tuple[str, ...] = ("BHND", "BNHD")
     min_capability: tuple[int, int] | None = None
     # "worker": the repeat's shared worker; "backend": a worker of its own per repeat (compile-based
@@ -187,6 +197,8 @@ class Backend:
             return f"lengths {w.lengths} (a packed variable-length batch): {self.name} has no packed-batch kernel"
         if w.page_size and not self.supports_paged:
             return f"page_size {w.page_size}: no paged KV cache path"
+        if appending(w) and not self.supports_append:
+            return f"decode_append included: {self.append_refusal or 'no path that appends K/V to the cache in the step'}"
         if w.launch == "graph" and (dev.type != "cuda" or not self.supports_graph):
             return "CUDA-graph launch needs a CUDA device" if dev.type != "cuda" else "not graph-capturable"
         if w.l2 == "cold" and dev.type != "cuda":

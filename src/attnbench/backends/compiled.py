@@ -4,8 +4,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..workloads import Workload
+from ..workloads.append import appending
 from .base import CONTESTANT, Backend, Inputs
-from .layout import from_bhnd, to_bhnd
+from .layout import append_token, from_bhnd, to_bhnd
 from .reference import attention_math
 
 
@@ -16,8 +17,12 @@ class Compiled(Backend):
         torch._dynamo.reset()  # see flex.py: no recompile history can leak into this attempt
         q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
         compiled = torch.compile(attention_math, dynamic=False)
+        # an appending decode: the new token written eagerly (a slice copy) before the compiled attention
+        append = append_token(w, inputs) if appending(w) else None
 
         def fn():
+            if append:
+                append()
             return from_bhnd(compiled(q, k, v, w.causal, w.causal_align, inputs.scale, w.window), w.layout)
 
         return fn
@@ -53,6 +58,7 @@ def make() -> list[Backend]:
             family="compile",
             role=CONTESTANT,
             isolation="backend",
+            supports_append=True,  # the new token written eagerly before the compiled attention
             # Inductor may emit Triton kernels, keep extern GEMMs, or pattern-match to an SDPA kernel.
             kernel_families={
                 "cuda": frozenset({"triton", "unfused-gemm", "pytorch-flash", "cutlass-fmha", "cudnn"}),

@@ -24,8 +24,8 @@ class FlashAttn4(FlashStyle):
     hint = HINT
     dists = (("flash-attn-4", None),)
 
-    def _prepare_paged(self, w: Workload, inputs) -> Prepared:
-        """A paged decode cache through flash_attn_varlen_func, FlashAttention-4's paged entry: q as
+    def _prepare_kvcache(self, w: Workload, inputs) -> Prepared:
+        """A paged decode cache (FA4 refuses appending) through flash_attn_varlen_func, its paged entry: q as
         (B, 1, Hq, D) (no cu_seqlens_q), the pages (num_pages, page_size, Hkv, D) as they are, the
         (B, pages_per_seq) int32 page_table and seqused_k (int32, kv_len for every sequence, built
         here, outside the timed step). The slack of each last page holds finite values, as the
@@ -50,5 +50,7 @@ def make() -> list[Backend]:
     return [FlashAttn4(name="fa4", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(9, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
                        supports_varlen=True, supports_paged=True,  # paged: flash_attn_varlen_func(page_table=)
+                       append_refusal="FA4 offers no cache-append entry point (4.0.0b36 has no "
+                                      "flash_attn_with_kvcache)",
                        kernel_families={"cuda": frozenset({"flash-attn4"})},
                        description="FlashAttention-4 (flash-attn-4, CuTe DSL)")]

@@ -26,5 +26,6 @@ def make() -> list[Backend]:
     return [FlashAttn2(name="fa2", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(8, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
                        supports_varlen=True, supports_paged=True,
+                       supports_append=True,  # flash_attn_with_kvcache(k=, v=): the append inside the kernel call
                        kernel_families={"cuda": frozenset({"flash-attn2"})},
                        description="FlashAttention-2 (flash_attn 2.x)")]

@@ -24,5 +24,6 @@ def make() -> list[Backend]:
     return [FlashAttn3(name="fa3", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(9, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
                        supports_varlen=True, supports_paged=True,
+                       supports_append=True,  # flash_attn_with_kvcache(k=, v=): the append inside the kernel call
                        kernel_families={"cuda": frozenset({"flash-attn3"})},
                        description="FlashAttention-3 (Hopper build)")]

@@ -114,7 +114,11 @@ def make() -> list[Backend]:
                   min_capability=(8, 0), kernel_patterns=KERNELS, kernel_families={"cuda": frozenset({"flashinfer"})})
     prefill = FlashInfer(name="flashinfer-prefill", modes=("prefill",), supports_varlen=True,
                          description="FlashInfer prefill (single or ragged batch)", **common)
+    # FlashInfer appends with a kernel of its own (append_paged_kv_cache) before the decode wrapper's run();
+    # that call is not mapped, so an appending decode is refused
     decode = FlashInfer(name="flashinfer-decode", modes=("decode",), supports_paged=True,
+                        append_refusal="FlashInfer's append (append_paged_kv_cache, a kernel of its own before "
+                                       "run()) is not mapped (not verified against the library)",
                         description="FlashInfer batch decode (paged KV)", **common)
     decode.kind = "decode"
     return [prefill, decode]

@@ -4,9 +4,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..workloads import Workload
+from ..workloads.append import appending
 from ..workloads.varlen import cu_seqlens, packed, tensor_dims
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs
-from .layout import causal_offset, from_bhnd, to_bhnd
+from .layout import append_token, causal_offset, from_bhnd, to_bhnd
 
 
 class Flex(Backend):
@@ -59,8 +60,12 @@ class Flex(Backend):
             block_mask = create_block_mask(causal, None, None, w.q_len, w.kv_len, device=q.device)
         compiled = torch.compile(flex_attention, dynamic=False)
         gqa = w.kv_heads != w.q_heads
+        # an appending decode: the new token written eagerly (a slice copy) before the compiled kernel
+        append = append_token(w, inputs) if appending(w) else None
 
         def fn():
+            if append:
+                append()
             return from_bhnd(compiled(q, k, v, block_mask=block_mask, scale=inputs.scale, enable_gqa=gqa),
                              w.layout)
 
@@ -106,6 +111,7 @@ def make() -> list[Backend]:
             role=CONTESTANT,
             isolation="backend",
             supports_varlen=True,  # a document mask over the packed tokens
+            supports_append=True,  # the new token written eagerly before the kernel (workloads/append.py)
             kernel_families={"cuda": frozenset({"triton"}), "cpu": frozenset({"inductor"})},
             description="torch.compile(flex_attention) with a block mask for causal",
         )

@@ -1,5 +1,10 @@
-"""Layout views and the masking rule shared by every backend and by the correctness check."""
+"""Layout views, the masking rule and the decode append's slot, shared by every backend and by the
+correctness check."""
 from __future__ import annotations
+
+from contextlib import contextmanager
+
+from ..workloads.append import appending, slot
 
 
 def to_bhnd(t, layout: str):
@@ -54,3 +59,63 @@ def dense_kv(w, inputs):
         g = g.reshape(g.shape[0], -1, g.shape[3], g.shape[4])[:, :w.kv_len]  # (B, Nkv, Hkv, D)
         out.append(g if w.layout == "BNHD" else g.transpose(1, 2))
     return tuple(out)
+
+
+def new_token(w, t):
+    """A new-token input (Inputs.k_new or v_new: one token in the workload's layout) as (B, Hkv, D)."""
+    return to_bhnd(t, w.layout)[:, :, 0]
+
+
+def _slot_page(w, inputs):
+    """(physical page of every sequence's new-token slot, the slot's position in it) of a paged cache."""
+    n = slot(w)
+    return inputs.page_table[:, n // w.page_size].long(), n % w.page_size
+
+
+def cache_slot(w, inputs, t):
+    """The new token's slot (workloads/append.py) of cache tensor t (inputs.k or inputs.v) as
+    (B, Hkv, D): a view of a contiguous cache, a copy of a paged one (gathered through its table)."""
+    if w.page_size:
+        pages, at = _slot_page(w, inputs)
+        return t.detach()[pages, at]
+    return to_bhnd(t.detach(), w.layout)[:, :, slot(w)]
+
+
+def write_slot(w, inputs, t, values) -> None:
+    """Write (B, Hkv, D) `values` into the new token's slot of cache tensor t, in place (a paged cache
+    through its page table)."""
+    import torch
+
+    with torch.no_grad():
+        if w.page_size:
+            pages, at = _slot_page(w, inputs)
+            t[pages, at] = values
+        else:
+            to_bhnd(t, w.layout)[:, :, slot(w)].copy_(values)
+
+
+def append_token(w, inputs):
+    """The append of an appending decode (decode_append included) as torch ops, for backends whose
+    step writes the cache before it attends: K and V of the new token into slot kv_len - 1."""
+    def write():
+        write_slot(w, inputs, inputs.k, new_token(w, inputs.k_new))
+        write_slot(w, inputs, inputs.v, new_token(w, inputs.v_new))
+
+    return write
+
+
+@contextmanager
+def appended(w, inputs):
+    """Inside: the cache as an appending decode's step attends it, the new token in slot kv_len - 1
+    (what the float64 reference is computed on, whatever the slot held); after: the slot's contents
+    put back. Nothing happens for other workloads."""
+    if not appending(w):
+        yield
+        return
+    saved = [cache_slot(w, inputs, t).clone() for t in (inputs.k, inputs.v)]
+    append_token(w, inputs)()
+    try:
+        yield
+    finally:
+        for t, values in zip((inputs.k, inputs.v), saved):
+            write_slot(w, inputs, t, values)

@@ -8,6 +8,7 @@ import inspect
 from importlib import metadata
 
 from ..workloads import Workload
+from ..workloads.append import appending, slot
 from ..workloads.paged import paged
 from ..workloads.varlen import cu_seqlens, packed, seq_lengths
 from .base import Backend, Prepared, Rejected
@@ -117,7 +118,8 @@ class FlashStyle(Backend):
     sets: `module` (where flash_attn_func lives), `lib` (its name in reasons), `hint` (the install
     hint), `dists` ((distribution, module) pairs its version is read from, in order) and
     `call_kwargs` (fixed extra arguments of flash_attn_func), and `page_multiple` (the page sizes its
-    paged KV cache takes are multiples of it)."""
+    paged KV cache takes are multiples of it). A paged or appending decode cache goes through
+    flash_attn_with_kvcache (_prepare_kvcache), where the library has it."""
 
     module = ""
     lib = ""
@@ -153,8 +155,8 @@ class FlashStyle(Backend):
     def prepare(self, w: Workload, inputs) -> Prepared:
         if packed(w):
             return self._prepare_varlen(w, inputs)
-        if paged(w):
-            return self._prepare_paged(w, inputs)
+        if paged(w) or appending(w):
+            return self._prepare_kvcache(w, inputs)
         fn = self._func()
         # (B, N, H, D) views: a BHND workload's are transposed views the library may copy (timed)
         q, k, v = (to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
@@ -187,27 +189,44 @@ class FlashStyle(Backend):
 
         return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=cu)
 
-    def _prepare_paged(self, w: Workload, inputs) -> Prepared:
-        """A paged decode cache through flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=,
-        <table>=): the pages (num_pages, page_size, Hkv, D) as they are, the (B, pages_per_seq) int32
-        page table under the name the function's signature has (block_table in FlashAttention-2,
-        page_table in FlashAttention-3), cache_seqlens (int32, kv_len for every sequence) built here,
-        outside the timed step. A build without the function or either name is UNSUPPORTED."""
+    def _prepare_kvcache(self, w: Workload, inputs) -> Prepared:
+        """A decode cache through flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=, ...).
+
+        Paged: the pages (num_pages, page_size, Hkv, D) as they are, the (B, pages_per_seq) int32 page
+        table under the name the function's signature has (block_table in FlashAttention-2, page_table
+        in FlashAttention-3). Contiguous: the (B, Nkv, Hkv, D) cache (a BHND workload's as a transposed
+        view). An appending decode (workloads/append.py) passes the new token as k=, v= (B, 1, Hkv, D)
+        with cache_seqlens kv_len - 1: the library writes it into the cache at that position (through
+        the table when paged) and attends over cache_seqlens + 1 = kv_len keys, in one call. Otherwise
+        cache_seqlens is kv_len. cache_seqlens (int32 per sequence) is built here, outside the timed
+        step. A build without the function, a paged cache without either table name, or an append
+        without k and v in the signature is UNSUPPORTED."""
         import torch
 
         fn = getattr(importlib.import_module(self.module), "flash_attn_with_kvcache", None)
         if fn is None:
-            raise Rejected(f"{self.lib}: this build offers no flash_attn_with_kvcache (paged KV cache)")
+            raise Rejected(f"{self.lib}: this build offers no flash_attn_with_kvcache (paged or appending KV cache)")
         params = inspect.signature(fn).parameters
-        name = next((n for n in ("block_table", "page_table") if n in params), None)
-        if name is None:
-            raise Rejected(f"{self.lib}: flash_attn_with_kvcache takes no block_table or page_table")
-        seqlens = torch.full((w.batch,), w.kv_len, dtype=torch.int32, device=inputs.q.device)
-        kw = {**window_size(w.window), "cache_seqlens": seqlens, name: inputs.page_table}
+        kw = dict(window_size(w.window))
+        if paged(w):
+            name = next((n for n in ("block_table", "page_table") if n in params), None)
+            if name is None:
+                raise Rejected(f"{self.lib}: flash_attn_with_kvcache takes no block_table or page_table")
+            kw[name] = inputs.page_table
+            k_cache, v_cache = inputs.k, inputs.v
+        else:
+            k_cache, v_cache = (to_bnhd(t, w.layout) for t in (inputs.k, inputs.v))
+        if appending(w):
+            if not {"k", "v"} <= set(params):
+                raise Rejected(f"{self.lib}: this build's flash_attn_with_kvcache takes no k, v (no in-place append)")
+            kw.update(k=to_bnhd(inputs.k_new, w.layout), v=to_bnhd(inputs.v_new, w.layout))
+        cached = slot(w) if appending(w) else w.kv_len  # tokens in the cache before this call's append
+        seqlens = torch.full((w.batch,), cached, dtype=torch.int32, device=inputs.q.device)
+        kw["cache_seqlens"] = seqlens
         q = to_bnhd(inputs.q, w.layout)  # (B, 1, Hq, D)
 
         def step():
-            o = _out(fn(q, inputs.k, inputs.v, softmax_scale=inputs.scale, causal=w.causal, **kw))
+            o = _out(fn(q, k_cache, v_cache, softmax_scale=inputs.scale, causal=w.causal, **kw))
             return from_bnhd(o, w.layout)
 
         return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=seqlens)

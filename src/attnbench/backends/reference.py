@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from ..workloads import Workload
+from ..workloads.append import appending
 from ..workloads.cost import input_bytes, score_matrix_bytes
 from ..workloads.varlen import packed, seq_lengths
 from .base import ACCURACY_REFERENCE, Backend, Inputs
-from .layout import dense_kv, from_bhnd, keep_mask, to_bhnd
+from .layout import append_token, dense_kv, from_bhnd, keep_mask, to_bhnd
 
 
 def attention_math(q, k, v, causal: bool, align: str, scale: float, window: int | None = None,
@@ -38,8 +39,11 @@ def attention_math(q, k, v, causal: bool, align: str, scale: float, window: int 
 class Reference(Backend):
     def prepare(self, w: Workload, inputs: Inputs):
         lengths = seq_lengths(w) if packed(w) else None
+        append = append_token(w, inputs) if appending(w) else None
 
         def fn():
+            if append:  # an appending decode: the new token into slot kv_len - 1 (through the table if paged)
+                append()
             # a paged cache is gathered back into a contiguous one on every call (the reference is no contestant)
             q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, *dense_kv(w, inputs)))
             return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale, w.window, lengths),
@@ -65,6 +69,7 @@ def make() -> list[Backend]:
             role=ACCURACY_REFERENCE,
             supports_varlen=True,  # the accuracy reference: one sequence at a time, not a packed kernel
             supports_paged=True,  # and the pages gathered into a contiguous cache, not a paged kernel
+            supports_append=True,  # the new token written with torch ops (through the page table if paged)
             kernel_families={"cuda": frozenset({"unfused-gemm"}), "cpu": frozenset({"unfused-gemm"})},
             description="unfused PyTorch matmul-softmax-matmul in the workload dtype",
         )

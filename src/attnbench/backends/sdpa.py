@@ -4,10 +4,11 @@ from __future__ import annotations
 import warnings
 
 from ..workloads import Workload
+from ..workloads.append import appending
 from ..workloads.cost import input_bytes, score_matrix_bytes
 from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Prepared, Rejected
 from .kernels import KernelFamily
-from .layout import from_bhnd, keep_mask, sdpa_mask_args, to_bhnd
+from .layout import append_token, from_bhnd, keep_mask, sdpa_mask_args, to_bhnd
 
 _REFUSALS = ("No viable backend", "No available kernel")
 
@@ -43,8 +44,12 @@ class Sdpa(Backend):
         else:
             extra = sdpa_mask_args(w.q_len, w.kv_len, w.causal, w.causal_align)
         gqa = w.kv_heads != w.q_heads
+        # an appending decode: the new token's K/V written into slot kv_len - 1 (a slice copy), then attended
+        append = append_token(w, inputs) if appending(w) else None
 
         def fn():
+            if append:
+                append()
             o = F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, enable_gqa=gqa, **extra)
             return from_bhnd(o, w.layout)
 
@@ -102,9 +107,9 @@ class Sdpa(Backend):
 
 
 def make() -> list[Backend]:
-    fused = dict(family="sdpa", role=CONTESTANT, kernel_patterns=KERNELS)
+    fused = dict(family="sdpa", role=CONTESTANT, kernel_patterns=KERNELS, supports_append=True)
     out = [
-        Sdpa(name="sdpa-math", family="sdpa", role=ACCURACY_REFERENCE, kernel_patterns=KERNELS,
+        Sdpa(name="sdpa-math", family="sdpa", role=ACCURACY_REFERENCE, kernel_patterns=KERNELS, supports_append=True,
              kernel_families={"cuda": frozenset({"unfused-gemm"}), "cpu": frozenset({"unfused-gemm"})},
              description="SDPA pinned to its math (unfused) kernel"),
         Sdpa(name="sdpa-flash", kernel_families={"cuda": frozenset({"pytorch-flash"}),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ..backends.layout import causal_offset, dense_kv, to_bhnd
+from ..backends.layout import appended, causal_offset, dense_kv, to_bhnd
 from ..backends.reference import attention_math
 from ..workloads import Workload
 from ..workloads.varlen import cu_seqlens, packed, seq_lengths, tensor_dims
@@ -149,6 +149,12 @@ class Reference64:
     of the same-dtype reference (`low_err`: per tensor, per slice)."""
 
     def __init__(self, w: Workload, inputs, seed: int):
+        # an appending decode is checked against the cache its step attends: the new token in slot
+        # kv_len - 1 (layout.appended), whatever the slot holds now; the slot is put back after
+        with appended(w, inputs):
+            self._compute(w, inputs, seed)
+
+    def _compute(self, w: Workload, inputs, seed: int) -> None:
         import torch
 
         self.w = w

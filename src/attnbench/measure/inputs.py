@@ -18,9 +18,11 @@ import math
 
 from ..backends.base import Inputs
 from ..workloads import FP8_MAX, Workload
+from ..workloads.append import appending
 from ..workloads.paged import num_pages, page_table, paged
 from ..workloads.varlen import tensor_dims
 
+INPUT_NAMES = ("q", "k", "v", "do", "k_new", "v_new")  # drawn, in this order, from one stream
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "float8_e4m3fn"}
 DISTRIBUTIONS = ("normal", "outliers", "large-logits")
 OUTLIER_P = 0.001  # share of elements that get an outlier
@@ -64,10 +66,14 @@ def make_inputs(w: Workload, device: str, seed: int, dist: str = "normal") -> In
     else:
         k, v = empty(*shape(w, w.kv_heads, nkv, w.head_dim)), empty(*shape(w, w.kv_heads, nkv, w.head_dim_v))
         table = None
+    # an appending decode's new token (workloads/append.py): drawn after the cache, so its slot kv_len - 1
+    # holds other values until the step writes them
+    new = appending(w)
     inputs = Inputs(q=empty(*shape(w, w.q_heads, nq, w.head_dim)), k=k, v=v,
                     do=empty(*shape(w, w.q_heads, nq, w.head_dim_v)) if w.needs_grad else None,
                     out=empty(*shape(w, w.q_heads, nq, w.head_dim_v)), scale=1.0 / math.sqrt(w.head_dim),
-                    page_table=table)
+                    page_table=table, k_new=empty(*shape(w, w.kv_heads, 1, w.head_dim)) if new else None,
+                    v_new=empty(*shape(w, w.kv_heads, 1, w.head_dim_v)) if new else None)
     refill(inputs, w, seed, dist)
     for t in (inputs.q, inputs.k, inputs.v):
         t.requires_grad_(grad)
@@ -79,14 +85,16 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
     as make_inputs draws them but from `seed`'s own stream; refill(inputs, w, seed, dist) with the
     seed and distribution make_inputs had restores its values exactly. The output buffer is
     poisoned again. A paged cache's pages are drawn whole, the slack of a partly filled last page
-    too; the page table is the workload's own and is not redrawn."""
+    too; the page table is the workload's own and is not redrawn. An appending decode's cache is
+    drawn whole too, its slot kv_len - 1 included, and its new token after it: a refill puts the
+    slot's own values back, so the cache is as before any step wrote it."""
     import torch
 
     if dist not in DISTRIBUTIONS:
         raise ValueError(f"unknown input distribution {dist!r} (one of {', '.join(DISTRIBUTIONS)})")
     gen = torch.Generator(device=inputs.q.device).manual_seed(input_seed(w, seed) + DISTRIBUTIONS.index(dist))
     with torch.no_grad():
-        for name in ("q", "k", "v", "do"):
+        for name in INPUT_NAMES:
             t = getattr(inputs, name)
             if t is None:
                 continue
@@ -107,13 +115,13 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
 
 
 def fingerprint(inputs: Inputs) -> dict[str, tuple[float, ...]]:
-    """Per input tensor (a paged cache's page table too), three float64 reductions (sum, sum of
+    """Per input tensor (a paged cache's page table and an appending decode's new token too), three float64 reductions (sum, sum of
     squares, a position-weighted sum): any write into it, even a rounding in place, changes them; no
     copy of the tensor is kept."""
     import torch
 
     out = {}
-    for name in ("q", "k", "v", "do", "page_table"):
+    for name in (*INPUT_NAMES, "page_table"):
         t = getattr(inputs, name)
         if t is None:
             continue

@@ -6,11 +6,13 @@ import logging
 import time
 
 from ..backends.base import Backend, Prepared, Rejected
+from ..backends.layout import appended, cache_slot, new_token
 from ..measure import correctness, dispatch, memory, telemetry, timing
 from ..measure.device import bind
 from ..measure.inputs import DISTRIBUTIONS, fingerprint, make_inputs, refill
 from ..measure.step import make_step
 from ..workloads import Workload
+from ..workloads.append import appending, slot
 from ..status import OOM_WORDS, Status
 
 log = logging.getLogger(__name__)
@@ -25,8 +27,12 @@ class WorkloadCache:
 
     The inputs are handed out only as they were made: a fingerprint taken when they were drawn is
     compared on every get, and inputs a backend changed (in place, or left refilled by an attempt
-    that died) are drawn again, so no later backend pays for another's writes. References are kept
-    per (seed, distribution) of the values they were computed on."""
+    that died) are drawn again, so no later backend pays for another's writes (nor inherits an
+    appending decode's cache with the new token already in it, which would hide a backend that skips
+    the append). `after` is what the inputs must fingerprint as after a step: as drawn, but an
+    appending decode's cache with the new token in slot kv_len - 1. An attempt that ends OK leaves
+    the inputs as drawn (its recheck refills them), so the next backend finds them clean. References
+    are kept per (seed, distribution) of the values they were computed on."""
 
     def __init__(self):
         self.clear()
@@ -37,6 +43,8 @@ class WorkloadCache:
             self.clear()
             self.inputs = make_inputs(w, device, seed, dist)
             self.clean = fingerprint(self.inputs)
+            with appended(w, self.inputs):
+                self.after = fingerprint(self.inputs)
             self.refs[(seed, dist)] = correctness.Reference64(w, self.inputs, seed)
             self.key = k
         return self.inputs, self.refs[(seed, dist)]
@@ -48,7 +56,7 @@ class WorkloadCache:
         return self.refs[(seed, dist)]
 
     def clear(self):
-        self.key, self.inputs, self.clean, self.refs = None, None, None, {}
+        self.key, self.inputs, self.clean, self.after, self.refs = None, None, None, None, {}
 
 
 def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None = None) -> dict:
@@ -127,7 +135,6 @@ class _Phases:
 def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classifier, cache) -> dict:
     seed, dist = spec["seed"], spec.get("inputs", "normal")
     tol = spec.get("tol")  # None: the dtype's tolerance (measure/correctness.py)
-    untouched = cache.clean  # a kernel must not write its inputs (nor the KV cache)
     with clock("cold_call"):
         memory.poison_allocator(inputs.out.numel() * inputs.out.element_size(), device)
         out, res["cold_start_us"] = timing.cold_call(make_step(w, prepared, inputs, first=True), device)
@@ -137,12 +144,12 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
         del out
     res.update(max_abs_err=verdict.max_abs_err, rmse=verdict.rmse, cosine=verdict.cosine,
                err_ratio=verdict.err_ratio, ref_err=verdict.ref_err, check_detail=verdict.detail)
-    why = _mutated(untouched, inputs, "the first call", w.mode == "decode")
+    why = _mutated(w, cache, inputs, "the first call")
     if why or not verdict.passed:
         return {**res, "status": Status.INCORRECT.value, "reason": why or verdict.reason}
     with clock("hard"):
         why, res["hard_err_ratio"] = _hard_inputs(w, step, inputs, cache, device, seed, dist, tol)
-    why = why or _mutated(untouched, inputs, "the hard-input check", w.mode == "decode")
+    why = why or _mutated(w, cache, inputs, "the hard-input check", stepped=False)  # refilled: as drawn
     if why:
         return {**res, "status": Status.INCORRECT.value, "reason": why}
     expected = backend.expected_kernels(device.split(":")[0])
@@ -163,7 +170,7 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
                            on_batch=conditions.read)
     res.update(t.to_dict())
     res.update(conditions.summary())
-    why = _mutated(untouched, inputs, "timing", w.mode == "decode")
+    why = _mutated(w, cache, inputs, "timing")
     if why:
         return {**res, "status": Status.INCORRECT.value, "reason": why}
     with clock("probe"):  # the calls after the timed ones: a path that changes after N calls shows here
@@ -187,14 +194,53 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
     return res
 
 
-def _mutated(before: dict, inputs, phase: str, decode: bool) -> str | None:
-    """Which inputs changed since `before` (their fingerprints), said as a reason; None if none."""
-    after = fingerprint(inputs)
-    changed = [n for n in before if after.get(n) != before[n]]
+def _mutated(w, cache, inputs, phase: str, stepped: bool = True) -> str | None:
+    """Which inputs are not as they must be after `phase`, said as a reason; None if all are. A kernel
+    must not write its inputs (the KV cache included): each must fingerprint as drawn (cache.clean),
+    except, after a step (`stepped`) of an appending decode, the cache, which must be exactly the drawn
+    one with the new token in slot kv_len - 1 (_append_fault)."""
+    now = fingerprint(inputs)
+    want = cache.after if stepped else cache.clean
+    changed = [n for n in want if now.get(n) != want[n]]
+    if stepped and appending(w):
+        why = _append_fault(w, inputs, cache.clean, now, changed)
+        if why:
+            return f"the KV cache after {phase}: {why}"
+        changed = [n for n in changed if n not in ("k", "v")]
     if not changed:
         return None
-    cache = " (the KV cache: decode must leave it as it was)" if decode and set(changed) & {"k", "v"} else ""
-    return f"input {', '.join(changed)} changed during {phase}{cache}: a kernel must not write its inputs"
+    kv = " (the KV cache: decode must leave it as it was)" if w.mode == "decode" and set(changed) & {"k", "v"} else ""
+    return f"input {', '.join(changed)} changed during {phase}{kv}: a kernel must not write its inputs"
+
+
+def _append_fault(w, inputs, clean: dict, now: dict, changed: list[str]) -> str | None:
+    """What is wrong with an appending decode's K or V after its step, or None: slot kv_len - 1 must
+    hold the new token's values bit for bit, and every other entry its drawn value (the cache's
+    fingerprint then is the one taken with the new token in the slot, WorkloadCache.after)."""
+    n = slot(w)
+    for name, new in (("k", inputs.k_new), ("v", inputs.v_new)):
+        written = _same_bits(cache_slot(w, inputs, getattr(inputs, name)), new_token(w, new))
+        if written and name not in changed:
+            continue
+        if written:
+            return (f"{name} holds the new token in slot {n}, but other entries of the cache were written too "
+                    "(only slot kv_len - 1 may change)")
+        if now[name] == clean[name]:
+            return (f"the append was skipped: {name} is unchanged, slot {n} (kv_len - 1) still holds its old "
+                    "values, not the new token's")
+        return (f"{name} changed, but slot {n} (kv_len - 1) does not hold the new token's values bit for bit "
+                "(written into the wrong slot, or other values written)")
+    return None
+
+
+def _same_bits(a, b) -> bool:
+    """Whether two tensors hold the same bits (a float compare would call -0.0 and 0.0 equal)."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
 
 
 def _check_on(w, call, inputs, cache, device: str, seed: int, dist: str, tol, hard: bool = False):

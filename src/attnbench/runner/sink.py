@@ -34,7 +34,7 @@ def planned_columns(a: Attempt) -> dict:
     w = a.workload
     return {"attempt_key": a.key, "backend": a.backend.name, "family": a.backend.family, "role": a.backend.role,
             "backend_version": a.backend.recorded_version(),
-            "workload_key": w.key(), **w.to_dict(), "decode_append": w.decode_append, "repeat": a.repeat,
+            "workload_key": w.key(), **w.to_dict(), "repeat": a.repeat,
             "flops": float(flops(w)), "bytes": io_bytes(w)}
 
 

@@ -14,7 +14,11 @@ from ..workloads.axes import AXES
 # the store is opened for writing, and read as it from a read-only store or an older export.
 # 6: the workload axis lengths (packed variable-length batches; older rows: fixed).
 # 7: the workload axis page_size (a paged decode KV cache; older rows: 0, a contiguous cache).
-SCHEMA_VERSION = 7
+# 8: the workload axis decode_append (the K/V append inside a decode's timed step). Its column is as old
+# as the store and older rows already hold its values ('excluded' in decode rows, NULL in others): the
+# migration adds nothing; the version keeps an older attnbench from reading 'included' rows as the
+# decode it knows.
+SCHEMA_VERSION = 8
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):
@@ -22,8 +26,9 @@ SCHEMA_VERSION = 7
 ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [(c.name, f"{c.sql} {c.constraint}".strip(), c.doc) for c in COLUMNS]
 JSON_COLUMNS = JSON_NAMES
 # column -> the value of every row written before its axis existed (the axis' default: workloads
-# at that default keep their workload_key, see Workload.key)
-BACKFILL: dict[str, object] = {a.name: a.default for a in AXES if a.since is not None}
+# at that default keep their workload_key, see Workload.key). An axis of some modes only has no one
+# value for older rows (NULL outside its modes); decode_append, the only one, had its column before.
+BACKFILL: dict[str, object] = {a.name: a.default for a in AXES if a.since is not None and a.modes is None}
 COLUMN_NAMES = list(NAMES)
 
 RUN_COLUMNS: list[tuple[str, str, str]] = [

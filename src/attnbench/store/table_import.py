@@ -6,7 +6,8 @@ The file is CSV (optionally .gz), one row per device × workload × backend × r
   `median_us`, and the length: `seqlen` (prefill: Nq = Nkv; decode: the KV-cache length) or
   `q_len` and `kv_len`;
 - optional: `kv_heads` (default q_heads), `head_dim_v` (default head_dim), `causal` (default
-  false), `causal_align`, `layout`, `launch`, `l2`, `dropout`, `accum` (defaults as in Workload),
+  false), `causal_align`, `layout`, `launch`, `l2`, `dropout`, `accum`, `window`, `decode_append`
+  (decode rows: excluded or included) (defaults as in Workload),
   `repeat` (default 0: give each process repeat its own index), `samples_us` (the raw per-call
   samples in µs, a JSON list or space-separated; their median must be within 1% of median_us),
   `device_uuid`, `torch_version`, `tag` (default "import"), `role` (default contestant), `family`
@@ -35,7 +36,7 @@ from .db import Store, StoreError, utcnow
 
 REQUIRED = ("backend", "mode", "batch", "q_heads", "head_dim", "dtype", "median_us")
 OPTIONAL_AXES = ("kv_heads", "head_dim_v", "causal", "causal_align", "layout", "launch", "l2", "dropout", "accum",
-                 "window")
+                 "window", "decode_append")
 KNOWN = {"device", "device_name", "seqlen", "q_len", "kv_len", "repeat", "samples_us", "device_uuid",
          "torch_version", "tag", "role", "family", *REQUIRED, *OPTIONAL_AXES}
 MEDIAN_TOLERANCE = 0.01
@@ -117,7 +118,7 @@ def attempt_row(r: dict, run_id: str, created: str) -> dict:
         **w.to_dict(), "attempt_key": attempt_key(device, r.get("device_uuid"), r.get("torch_version"), tag, w.key(),
                                                   r["backend"], repeat),
         "run_id": run_id, "tag": tag, "backend": r["backend"], "family": r.get("family", "imported"), "role": role,
-        "workload_key": w.key(), "decode_append": w.decode_append, "repeat": repeat, "status": "OK",
+        "workload_key": w.key(), "repeat": repeat, "status": "OK",
         "samples_us": _samples(r), "calls_per_sample": 1, "timer": "imported", "converged": False,
         "warmup_calls": 0, "warmup_us": 0.0, "check_detail": {"checked": False, "source": "imported table"},
         "dispatch_status": "unprobed", "flops": float(flops(w)), "bytes": None if io_bytes(w) is None else

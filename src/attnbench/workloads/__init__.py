@@ -18,15 +18,19 @@ ACCUMS = ("fp32",)
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1}
 FP8_MAX = 448.0  # largest finite float8_e4m3fn: fp8 inputs saturate there, cudnn-fe scales P by it
 LENGTH_KINDS = ("fixed", "uniform", "longtail")  # workloads/varlen.py
+APPENDS = ("excluded", "included")  # decode_append: the new token's K/V written inside the timed step or not
 ENUMS = {"mode": MODES, "dtype": DTYPES, "accum": ACCUMS, "causal_align": CAUSAL_ALIGNS, "layout": LAYOUTS,
-         "launch": LAUNCHES, "l2": L2_STATES, "lengths": LENGTH_KINDS}
+         "launch": LAUNCHES, "l2": L2_STATES, "lengths": LENGTH_KINDS, "decode_append": APPENDS}
 
 
-def _axis(doc: str, short: str, length: bool = False, since: int | None = None) -> dict:
+def _axis(doc: str, short: str, length: bool = False, since: int | None = None,
+          modes: tuple[str, ...] | None = None) -> dict:
     """Field metadata of one workload axis: what it means (store column docs), its short header
-    (tables), whether its values are lengths ('4k' accepted), and `since`: the store schema version
-    that added it (None: there from the start). workloads/axes.py reads it."""
-    return {"doc": doc, "short": short, "length": length, "since": since}
+    (tables), whether its values are lengths ('4k' accepted), `since`: the store schema version
+    that added it (None: there from the start), and `modes`: the modes it is defined for when not
+    all of them; a workload of another mode holds None there, as its stored row does (NULL).
+    workloads/axes.py reads it."""
+    return {"doc": doc, "short": short, "length": length, "since": since, "modes": modes}
 
 
 class WorkloadError(ValueError):
@@ -39,8 +43,9 @@ class Workload:
 
     Tensors are Q (B, Hq, Nq, D), K (B, Hkv, Nkv, D), V (B, Hkv, Nkv, Dv) in BHND terms; the
     `layout` field says how they sit in memory. Decode is one query token per sequence against a
-    KV cache of length kv_len that already holds the new token: appending K/V is outside the timed
-    step (`decode_append = "excluded"` in every row).
+    KV cache of length kv_len: with `decode_append` excluded (the default) the cache already holds
+    the new token and appending K/V is outside the timed step; included, the timed step writes the
+    new token's K/V into slot kv_len - 1 and then attends over all kv_len slots (workloads/append.py).
     """
 
     mode: str = field(metadata=_axis("train_fwd | train_fwd_bwd | prefill | decode", "mode"))
@@ -73,6 +78,11 @@ class Workload:
     page_size: int = field(default=0, metadata=_axis(
         "decode only: tokens per page of a paged KV cache, pages reached through a shuffled page table; "
         "0 = contiguous cache (workloads/paged.py)", "page", since=7))
+    # The column is as old as the store (every decode row said 'excluded'); an axis since schema 8.
+    decode_append: str = field(default="excluded", metadata=_axis(
+        "decode only (NULL in other rows): 'excluded' = the KV cache already holds the new token, appending "
+        "K/V is not inside the timed step; 'included' = the timed step writes the new token's K/V into slot "
+        "kv_len - 1, then attends (workloads/append.py)", "append", since=8, modes=("decode",)))
 
     def __post_init__(self) -> None:
         # One spelling per semantics: without a mask the alignment means nothing, and 0 == 0.0.
@@ -80,6 +90,12 @@ class Workload:
             object.__setattr__(self, "causal_align", "bottom_right")
         if isinstance(self.dropout, int) and not isinstance(self.dropout, bool):
             object.__setattr__(self, "dropout", float(self.dropout))
+        for f in _moded_fields():  # outside its modes an axis holds None (its default written means the same)
+            value = getattr(self, f.name)
+            if self.mode not in f.metadata["modes"] and value == f.default:
+                object.__setattr__(self, f.name, None)
+            elif self.mode in f.metadata["modes"] and value is None:
+                object.__setattr__(self, f.name, f.default)
         problems = validate(self)
         if problems:
             raise WorkloadError(f"impossible workload {self.label()}: {problems[0]}")
@@ -99,19 +115,16 @@ class Workload:
     def needs_grad(self) -> bool:
         return self.mode == "train_fwd_bwd"
 
-    @property
-    def decode_append(self) -> str | None:
-        return "excluded" if self.mode == "decode" else None
-
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     def key(self) -> str:
         """Stable identity of the semantics: hash of every field, except an axis added later (metadata
-        `since`) at its default, so that adding an axis changes no earlier workload's key."""
+        `since`) at its default or outside the modes it is defined for (None), so that adding an axis
+        changes no earlier workload's key."""
         d = self.to_dict()
         for f in dataclasses.fields(self):
-            if f.metadata.get("since") is not None and d[f.name] == f.default:
+            if f.metadata.get("since") is not None and d[f.name] in (f.default, None):
                 del d[f.name]
         blob = json.dumps(d, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
@@ -124,6 +137,8 @@ class Workload:
             c += f" varlen-{self.lengths}"
         if self.page_size:
             c += f" paged{self.page_size}"
+        if self.decode_append == "included":
+            c += " append"
         return (
             f"{self.mode} B{self.batch} Nq{self.q_len} Nkv{self.kv_len} H{self.q_heads}/{self.kv_heads}"
             f" D{self.head_dim}/{self.head_dim_v} {self.dtype} {c} {self.layout} {self.launch} L2{self.l2}"
@@ -136,6 +151,11 @@ class Workload:
         if unknown:
             raise WorkloadError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
         return cls(**d)
+
+
+def _moded_fields() -> list:
+    """The fields of the axes defined for some modes only (metadata `modes`)."""
+    return [f for f in dataclasses.fields(Workload) if f.metadata.get("modes")]
 
 
 def validate(w: Workload) -> list[str]:
@@ -151,8 +171,13 @@ def validate(w: Workload) -> list[str]:
         out.append(f"q_heads {w.q_heads} is not a multiple of kv_heads {w.kv_heads}")
     if w.mode == "decode" and w.q_len != 1:
         out.append(f"decode has one query token per sequence, got q_len={w.q_len}")
+    moded = {f.name: f.metadata["modes"] for f in _moded_fields()}
     for name, allowed in ENUMS.items():
-        if getattr(w, name) not in allowed:
+        if name in moded and w.mode not in moded[name]:
+            if getattr(w, name) is not None:
+                out.append(f"{name} {getattr(w, name)!r} is defined for {' and '.join(moded[name])} only "
+                           f"(other modes: leave it at its default)")
+        elif getattr(w, name) not in allowed:
             out.append(f"{name} {getattr(w, name)!r} not in {allowed}")
     if not isinstance(w.causal, bool):
         out.append(f"causal must be true or false, got {w.causal!r}")

@@ -22,6 +22,7 @@ class Axis:
     choices: tuple | None = None  # the allowed values of an enum axis
     default: object = None  # the Workload field's default (None: the field has none)
     since: int | None = None  # store schema version that added the axis (None: the first)
+    modes: tuple | None = None  # the modes it is defined for (None: all); other modes' rows hold NULL
 
     def parse(self, value):
         """One value from text (a CLI filter) or YAML: '4k' for lengths, true/false for booleans,
@@ -61,7 +62,7 @@ def _axes() -> tuple[Axis, ...]:
         meta = f.metadata
         default = None if f.default is dataclasses.MISSING else f.default
         out.append(Axis(f.name, _TYPES[str(f.type)], meta["doc"], meta["short"], meta.get("length", False),
-                        ENUMS.get(f.name), default, meta.get("since")))
+                        ENUMS.get(f.name), default, meta.get("since"), meta.get("modes")))
     return tuple(out)
 
 
@@ -136,9 +137,13 @@ def select_frame(frame, filters: Filters):
 
 
 def varying(rows, names=NAMES) -> list[str]:
-    """The axes (of `names`) on which the given workloads or rows (dicts, pandas rows) differ."""
+    """The axes (of `names`) on which the given workloads or rows (dicts, pandas rows) differ. The None
+    of an axis defined for some modes only (a prefill row's decode_append) is no value of it: decode
+    rows that all say 'excluded' beside prefill rows do not vary."""
     seen: dict[str, set] = {n: set() for n in names}
     for r in rows:
         for n in names:
-            seen[n].add(getattr(r, n) if isinstance(r, Workload) else r[n])
+            value = getattr(r, n) if isinstance(r, Workload) else r[n]
+            if value is not None or axis(n).modes is None:
+                seen[n].add(value)
     return [n for n in names if len(seen[n]) > 1]

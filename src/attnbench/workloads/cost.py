@@ -11,6 +11,8 @@ Conventions:
 - A paged KV cache (workloads/paged.py) adds its page table, B·ceil(Nkv/P) int32 entries, to the bytes
   read; the K/V bytes are the Nkv cached tokens as before (a partly filled last page's slack is not
   counted), and FLOPs are unchanged.
+- An appending decode (workloads/append.py) adds the new token's K and V written into the cache,
+  B·Hkv·(D + Dv)·s; the K/V read stays the Nkv tokens it attends (the new one among them).
 - GQA/MQA count query heads: sharing K/V does not reduce arithmetic.
 - Backward = 2.5 × forward, so train_fwd_bwd = 3.5 × forward.
 - Bytes are the fewest HBM bytes a fused kernel must move: Q, K, V read once and O written once
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 
 from . import DTYPE_BYTES, Workload
+from .append import appending
 from .paged import num_pages, pages_per_seq
 from .varlen import packed, seq_lengths, tensor_dims
 
@@ -103,7 +106,12 @@ def io_bytes(w: Workload) -> int | None:
         o = w.q_heads * q_len * w.head_dim_v
         kv = w.kv_heads * _kv_read(w, q_len, kv_len) * (w.head_dim + w.head_dim_v)
         total += n * (q + kv + o)
-    return total * s + page_table_bytes(w)
+    return total * s + page_table_bytes(w) + append_bytes(w)
+
+
+def append_bytes(w: Workload) -> int:
+    """The new token's K and V an appending decode writes into its cache; 0 for other workloads."""
+    return w.batch * w.kv_heads * (w.head_dim + w.head_dim_v) * DTYPE_BYTES[w.dtype] if appending(w) else 0
 
 
 def page_table_bytes(w: Workload) -> int:
@@ -133,7 +141,7 @@ def input_bytes(w: Workload) -> int:
     n = q + kv + o  # output buffer is allocated with the inputs
     if w.needs_grad:
         n *= 2  # gradients of Q, K, V and the given dO
-    return n * s + page_table_bytes(w)
+    return n * s + page_table_bytes(w) + append_bytes(w)  # an appending decode's new-token inputs: its size
 
 
 def score_matrix_bytes(w: Workload, elem_bytes: int = 4) -> int:

@@ -81,7 +81,8 @@ def fa3_paper() -> list[Workload]:
 def features() -> list[Workload]:
     """The workload features of deployed kernels at serving shapes (bf16 D=128, GQA 32/8 unless an
     anchor shape needs MHA): sliding windows, packed (varlen) prefill, paged KV decode with the
-    contiguous cache beside it, and the fp8 forward at the anchor shapes of bf16 in `quick`."""
+    contiguous cache beside it, decode with the K/V append inside the timed step (beside the same
+    decode without it, in the paged block), and the fp8 forward at the anchor shapes of bf16 in `quick`."""
     gqa = dict(q_heads=32, kv_heads=8, head_dim=128, head_dim_v=128, dtype="bf16")
     out = [Workload(mode="prefill", batch=1, q_len=n, kv_len=n, causal=True, window=win, **gqa)
            for n in (4 * KI, 16 * KI) for win in (1 * KI, 4 * KI)]
@@ -90,6 +91,9 @@ def features() -> list[Workload]:
             for kind in ("fixed", "uniform", "longtail")]
     out += [Workload(mode="decode", batch=b, q_len=1, kv_len=16 * KI, page_size=p, launch=launch, **gqa)
             for b in (8, 32) for p in (0, 16, 256) for launch in ("eager", "graph")]
+    # page 256: the one page size every paged backend takes (FlashAttention-2's multiple of 256)
+    out += [Workload(mode="decode", batch=32, q_len=1, kv_len=16 * KI, page_size=p, launch=launch,
+                     decode_append="included", **gqa) for p, launch in ((0, "eager"), (0, "graph"), (256, "eager"))]
     mha = dict(q_heads=32, kv_heads=32, head_dim=128, head_dim_v=128, dtype="fp8_e4m3")
     out += [Workload(mode="prefill", batch=4, q_len=n, kv_len=n, causal=causal, **mha)
             for n, causal in ((4 * KI, False), (8 * KI, True))]
