@@ -7,7 +7,8 @@
 #   GRID_ARGS="--grid quick"       e.g. "--grid quick --modes decode" for a shorter comparison
 #   PHASE_LIMIT=560                seconds per phase (a phase cut short resumes on the next call;
 #                                  its wall is then not comparable and is marked "cut")
-#   REPEATS=3                      repeats of every phase (REPEATS_replicate=1 overrides one phase)
+#   REPEATS=3                      repeats of every phase (REPEATS_replicate=1 overrides one phase,
+#                                  LIMIT_shard=300 the limit of one phase)
 #   BACKENDS=sdpa-flash,...        the backends (default: the seven built-in torch backends of the
 #                                  4.8x baseline; JAX on the image would otherwise join the grid)
 #   DB_DIR=$OUT                    where the stores live (a folder that outlives the call resumes them)
@@ -29,8 +30,9 @@ for phase in $PHASES; do
   esac
   db=$DB_DIR/multi-$phase.sqlite
   rep_var=REPEATS_$phase; reps=${!rep_var:-${REPEATS:-3}}
+  lim_var=LIMIT_$phase; limit=${!lim_var:-${PHASE_LIMIT:-560}}
   t0=$(date +%s.%N)
-  timeout ${PHASE_LIMIT:-560} python3 -m attnbench run $GRID_ARGS --repeats $reps --backends "$BACKENDS" $args \
+  timeout $limit python3 -m attnbench run $GRID_ARGS --repeats $reps --backends "$BACKENDS" $args \
     --db "$db" 2>&1 | tail -4
   rc=${PIPESTATUS[0]}
   t1=$(date +%s.%N)

@@ -5,8 +5,8 @@
 #   STEP=a                    install the staged wheels; GPU 1: library GPU tests and the quick grid
 #                             for the library backends; GPU 0: the seven built-in backends' quick grid,
 #                             3 repeats, on one GPU (wall / timed samples; the one-GPU wall)
-#   STEP=b                    both GPUs: the quick grid with --replicate (1 repeat), then sharded
-#                             (3 repeats); analyze of the replicate store by GPU (the noise floor)
+#   STEP=b                    both GPUs: the quick grid sharded (3 repeats), then with --replicate
+#                             (1 repeat); analyze of the replicate store by GPU (the noise floor)
 #   STEP=c                    GPU 1: the features grid for the library backends (and the rest of the
 #                             quick grid, if step a cut it), anchors; GPU 0: tests/test_gpu.py
 set -u
@@ -35,7 +35,8 @@ case ${STEP:?STEP=stage|a|b|c} in
     wait; cat /tmp/ab/lib-a.txt; keep ;;
   b)
     site
-    PHASES="replicate shard" REPEATS_replicate=1 DB_DIR=/tmp/ab PHASE_LIMIT=${B_LIMIT:-300} \
+    PHASES="shard replicate" REPEATS_replicate=1 DB_DIR=/tmp/ab LIMIT_shard=${SHARD_LIMIT:-320} \
+      LIMIT_replicate=${REPLICATE_LIMIT:-220} \
       bash scripts/h200_multi.sh 2>&1 | tail -14
     python3 -m attnbench analyze --by device_uuid /tmp/ab/multi-replicate.sqlite --md /tmp/ab/replicate-analyze.md \
       2>&1 | tail -30
