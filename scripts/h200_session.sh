@@ -53,4 +53,23 @@ case ${STEP:?STEP=stage|a|b|c} in
     CUDA_VISIBLE_DEVICES=0 timeout ${GPU_TEST_LIMIT:-300} taskset -c 0-15 python3 -m pytest -q -m gpu \
       tests/test_gpu.py -p no:cacheprovider 2>&1 | tail -15
     wait; cat /tmp/ab/lib-c.txt; keep ;;
+  d)
+    # after a cold restart: the features grid for the staged libraries on GPU 0; xformers on GPU 1
+    # from a site of its own (FA4's flash_attn namespace package makes xformers import
+    # flash_attn.flash_attn_interface and fail)
+    site
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-xf /tmp/stage/xformers-*.whl
+    ( export CUDA_VISIBLE_DEVICES=1 PYTHONPATH=$PWD/src:/tmp/site-xf
+      python3 -m attnbench backends 2>&1 | grep -i xformers
+      timeout ${XF_LIMIT:-150} taskset -c 16-31 python3 -m attnbench run --grid quick --repeats 1 --device cuda \
+        --backends xformers,sdpa-efficient --db /tmp/ab/xformers.sqlite 2>&1 | tail -2
+      timeout ${XF_FEAT_LIMIT:-90} taskset -c 16-31 python3 -m attnbench run --grid features --repeats 1 --device cuda \
+        --backends xformers,sdpa-efficient --db /tmp/ab/xformers.sqlite 2>&1 | tail -2
+      timeout 60 taskset -c 16-31 python3 -m pytest -q -m gpu tests/test_gpu_backends.py -k xformers \
+        -p no:cacheprovider 2>&1 | tail -2 ) > /tmp/ab/xf.txt 2>&1 &
+    CUDA_VISIBLE_DEVICES=0 timeout ${FEAT_LIMIT:-240} taskset -c 0-15 python3 -m attnbench run --grid features \
+      --repeats 1 --device cuda --backends fa4,cudnn-fe,sdpa-cudnn,sdpa-flash,flex,reference,jax-cudnn,jax-xla \
+      --db /tmp/ab/features.sqlite 2>&1 | tail -2
+    wait; cat /tmp/ab/xf.txt; python3 -m attnbench show --db /tmp/ab/features.sqlite --status 2>&1 | tail -14
+    keep ;;
 esac
