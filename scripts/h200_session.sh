@@ -59,13 +59,15 @@ case ${STEP:?STEP=stage|a|b|c} in
     # flash_attn.flash_attn_interface and fail)
     site
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-xf /tmp/stage/xformers-*.whl
-    ( export CUDA_VISIBLE_DEVICES=1 PYTHONPATH=$PWD/src:/tmp/site-xf
+    NG=$(nvidia-smi -L | wc -l); XG=$((NG - 1)); XC=$([ "$NG" -gt 1 ] && echo 16-31 || echo 0-15)
+    ( [ "$NG" -gt 1 ] || sleep ${FEAT_LIMIT:-240}  # one GPU: after the features run
+      export CUDA_VISIBLE_DEVICES=$XG PYTHONPATH=$PWD/src:/tmp/site-xf
       python3 -m attnbench backends 2>&1 | grep -i xformers
-      timeout ${XF_LIMIT:-150} taskset -c 16-31 python3 -m attnbench run --grid quick --repeats 1 --device cuda \
+      timeout ${XF_LIMIT:-150} taskset -c $XC python3 -m attnbench run --grid quick --repeats 1 --device cuda \
         --backends xformers,sdpa-efficient --db /tmp/ab/xformers.sqlite 2>&1 | tail -2
-      timeout ${XF_FEAT_LIMIT:-90} taskset -c 16-31 python3 -m attnbench run --grid features --repeats 1 --device cuda \
+      timeout ${XF_FEAT_LIMIT:-90} taskset -c $XC python3 -m attnbench run --grid features --repeats 1 --device cuda \
         --backends xformers,sdpa-efficient --db /tmp/ab/xformers.sqlite 2>&1 | tail -2
-      timeout 60 taskset -c 16-31 python3 -m pytest -q -m gpu tests/test_gpu_backends.py -k xformers \
+      timeout 60 taskset -c $XC python3 -m pytest -q -m gpu tests/test_gpu_backends.py -k xformers \
         -p no:cacheprovider 2>&1 | tail -2 ) > /tmp/ab/xf.txt 2>&1 &
     CUDA_VISIBLE_DEVICES=0 timeout ${FEAT_LIMIT:-240} taskset -c 0-15 python3 -m attnbench run --grid features \
       --repeats 1 --device cuda --backends fa4,cudnn-fe,sdpa-cudnn,sdpa-flash,flex,reference,jax-cudnn,jax-xla \

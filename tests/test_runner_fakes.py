@@ -659,3 +659,31 @@ def test_a_new_workload_asks_the_worker_s_backends_to_give_back_their_pools(tmp_
     assert rc == 0 and [r["status"] for r in rows_of(tmp_path / "s.sqlite")] == ["OK", "OK"]
     # after each of its two attempts (holds_pool), and when the first workload is dropped
     assert log.read_text().split().count("fake-holds-pool") >= 3
+
+
+def test_every_attempt_returns_the_memory_torch_cached_and_a_pool_holder_its_pool(monkeypatch):
+    """After each attempt the worker empties PyTorch's cache (where CUDA is initialised) and releases
+    a backend that holds a pool of its own, so another worker's next backend finds the GPU free."""
+    import torch
+
+    from attnbench.backends.base import Backend
+    from attnbench.runner import worker
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+
+    class Pool(Backend):
+        def release(self):
+            calls.append(f"release {self.name}")
+
+    worker.after_attempt(Pool(name="plain", family="x"))
+    assert calls == ["empty_cache"]
+    calls.clear()
+    worker.after_attempt(Pool(name="jaxlike", family="x", holds_pool=True))
+    assert calls == ["release jaxlike", "empty_cache"]
+    calls.clear()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # a CPU worker never touches CUDA
+    worker.after_attempt(Pool(name="plain", family="x"))
+    assert calls == []

@@ -79,6 +79,21 @@ def _release(backend) -> None:
         logging.getLogger(__name__).warning("%s: release failed", backend.name, exc_info=True)
 
 
+def after_attempt(backend) -> None:
+    """Give the device memory this attempt left cached back, so that the next backend of the same
+    workload, often in another worker process, finds the GPU as free as the planner assumed: a
+    library with a pool of its own (JAX) drops it; PyTorch's caching allocator returns its unused
+    blocks (the workload's inputs stay; the next attempt's allocations happen before its timing).
+    Without it, a 16k-token prefill left 57 to 90 GiB cached in other workers, and every backend
+    after them was OOM (H200, features grid)."""
+    if backend.holds_pool:
+        _release(backend)
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
                 log_path: str | None = None, warm: dict | None = None) -> None:
     if warm and warm.get("cores") and hasattr(os, "sched_setaffinity"):  # before torch sizes its thread pools
@@ -137,8 +152,7 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
         if op == "attempt":
             backend = backends[msg["backend"]]
             res = attempt.run(msg, backend, cache, classifier)
-            if backend.holds_pool:
-                _release(backend)
+            after_attempt(backend)
             if res.get("status") != "OK":
                 cache.clear()  # a failed backend may have scribbled on the shared inputs
             conn.send(res)
