@@ -180,10 +180,14 @@ class JaxAttention(Backend):
         if jax is None or not self.__dict__.pop("_used", False):  # nothing of this process's JAX work to drop
             return
         self.__dict__.pop("_attend_fns", None)
+        import gc
+
+        gc.collect()  # arrays of the attempt kept alive by reference cycles would keep the client, and its pool
         jax.clear_caches()
         from jax.extend.backend import clear_backends
 
         clear_backends()
+        gc.collect()  # the dropped client: its pool goes back to the device here
 
 
 def make() -> list[Backend]:
