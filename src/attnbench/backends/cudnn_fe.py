@@ -77,6 +77,26 @@ def _paged_masks(w: Workload) -> dict:
     return {"use_causal_mask": w.causal and w.causal_align == "top_left" and w.kv_len > 1}
 
 
+
+def _forward(cudnn, handle, build, out, keep: list, copies=()) -> Prepared:
+    """A prepared step of one forward graph: build() -> (graph, variant pack) under the library's
+    refusal, its workspace, and a step that sets the stream, makes `copies` (dst, src; timed) and
+    executes it, returning `out`. `keep` stays alive with the Prepared."""
+    import torch
+
+    fwd, pack = call_rejecting(build, "cuDNN frontend")
+    ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=out.device)
+
+    def step():
+        cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+        for dst, src in copies:
+            dst.copy_(src)
+        fwd.execute(pack, ws, handle=handle)
+        return out
+
+    return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"),
+                    state=[handle, fwd, ws, *keep])
+
 def _offset_dtype(torch, largest: int):
     """Ragged offsets are int32 while they fit (every cuDNN with THD takes int32), else int64."""
     return torch.int32 if largest < 2 ** 31 else torch.int64
@@ -219,16 +239,7 @@ class CudnnFrontend(Backend):
             _finish(g, cudnn)
             return g, {tq: q, tk: kc, tv: vc, tk_table: table, tv_table: table, tsq: seq_q, tskv: seq_kv, to: o}
 
-        fwd, pack = call_rejecting(build, "cuDNN frontend")
-        ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=dev)
-
-        def step():
-            cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
-            fwd.execute(pack, ws, handle=handle)
-            return inputs.out
-
-        return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"),
-                        state=[handle, fwd, ws, seq_q, seq_kv])
+        return _forward(cudnn, handle, build, inputs.out, [seq_q, seq_kv])
 
     def _prepare_ragged(self, w: Workload, inputs: Inputs) -> Prepared:
         """A packed batch as ragged (THD) tensors: see the module docstring."""
@@ -284,18 +295,8 @@ class CudnnFrontend(Backend):
             pack.update({toffs[name]: t for name, t in offs.items()})
             return g, pack
 
-        fwd, pack = call_rejecting(build, "cuDNN frontend")
-        ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=dev)
-
-        def step():
-            cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
-            for dst, src in copies:  # a BHND batch: into cuDNN's token-major form, timed
-                dst.copy_(src)
-            fwd.execute(pack, ws, handle=handle)
-            return out_view
-
-        return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"),
-                        state=[handle, fwd, ws, seq, offs, q, k, v, o])
+        # a BHND batch is copied into cuDNN's token-major form inside the (timed) step
+        return _forward(cudnn, handle, build, out_view, [seq, offs, q, k, v, o], copies)
 
     def _prepare_fp8(self, w: Workload, inputs: Inputs) -> Prepared:
         """The forward fp8 graph (sdpa_fp8), O written in float8 into the poisoned buffer."""
@@ -333,16 +334,7 @@ class CudnnFrontend(Backend):
             pack.update({tscale[name]: t for name, t in scales.items()})
             return g, pack
 
-        fwd, pack = call_rejecting(build, "cuDNN frontend")
-        ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=dev)
-
-        def step():
-            cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
-            fwd.execute(pack, ws, handle=handle)
-            return inputs.out
-
-        return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"),
-                        state=[handle, fwd, ws, scales, amax])
+        return _forward(cudnn, handle, build, inputs.out, [scales, amax])
 
 
 def make() -> list[Backend]:
