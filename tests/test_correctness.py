@@ -285,3 +285,31 @@ def test_input_distributions_are_what_they_say_and_restorable(dist, monkeypatch)
     assert fingerprint(x) != before
     refill(x, w, 5, dist)
     assert fingerprint(x) == before
+
+
+def test_fingerprint_is_its_definition_across_chunks_and_sees_swaps_and_roundings(monkeypatch):
+    """The fast fingerprint (column sums of a (rows, 997) view, one transfer) equals the plain
+    definition, sum, sum of squares and the sum weighted by (i mod 997) + 1, across chunk boundaries;
+    a swap of two values and a one-ulp rounding in place both change it."""
+    from attnbench.measure import inputs as inputs_mod
+    from attnbench.measure.inputs import fingerprint
+
+    monkeypatch.setattr(inputs_mod, "FINGERPRINT_CHUNK", 997 * 3)  # several chunks and a tail
+    w = W(batch=2, q_len=300, kv_len=300, q_heads=2, kv_heads=2, head_dim=16, dtype="bf16")
+    x = make_inputs(w, "cpu", 1)
+    flat = x.q.detach().reshape(-1).double()
+    weights = torch.arange(flat.numel(), dtype=torch.float64).remainder(997).add(1)
+    want = (flat.sum().item(), (flat * flat).sum().item(), (flat * weights).sum().item())
+    assert fingerprint(x)["q"] == pytest.approx(want, rel=1e-12)
+    before = fingerprint(x)
+    q = x.q.detach().view(-1)
+    with torch.no_grad():
+        a, b = q[10].clone(), q[5000].clone()
+        assert a != b
+        q[10], q[5000] = b, a  # same sum and sum of squares: only the weighted sum sees it
+        assert fingerprint(x)["q"] != before["q"]
+        q[10], q[5000] = a, b
+        assert fingerprint(x) == before
+        bits = q.view(torch.int16)
+        bits[7] += 1  # one ulp of bf16, in place
+        assert fingerprint(x)["q"] != before["q"]
