@@ -242,3 +242,28 @@ def test_workload_columns_are_the_device_and_every_workload_axis():
     r = ok(0, "a", 10.0, layout="BNHD", dropout=0.0)
     (row,) = best_per_workload(frame([r]), []).to_dict(orient="records")
     assert {c: row[c] for c in WORKLOAD_COLS} == {c: r[c] for c in WORKLOAD_COLS}
+
+
+def test_wall_by_phase_splits_the_sweep_wall_into_samples_gates_and_what_no_attempt_holds():
+    """Samples, warm-up and the rest of timing from the OK rows; each gate's phases from every row;
+    what the attempts' wall_s does not cover is 'outside attempts'; largest first."""
+    import json
+
+    a = ok(0, "a", 10.0, samples_us=[1000.0] * 4, calls_per_sample=5, warmup_us=3000.0, wall_s=1.0,
+           phases_s=json.dumps({"timing": 0.05, "cold_call": 0.5, "hard": 0.2, "probe": 0.1}))
+    b = make_row(1, status="INCORRECT", reason="x", attempt_key="bad", samples_us=None, median_us=None,
+                 wall_s=0.5, phases_s=json.dumps({"cold_call": 0.3, "check": 0.1}))
+    df = frame([a, b])
+    o = run_overview(df, [{"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z",
+                           "finished_at": "2026-01-01T00:00:02Z"}])
+    got = dict(o["wall_by_phase"])
+    assert got["timed samples"] == pytest.approx(0.02) and got["warm-up"] == pytest.approx(0.003)
+    assert got["timing, between samples"] == pytest.approx(0.05 - 0.02 - 0.003)
+    assert got["first call (compiles)"] == pytest.approx(0.8) and got["first check"] == pytest.approx(0.1)
+    assert got["hard-input checks"] == pytest.approx(0.2) and got["dispatch probes"] == pytest.approx(0.1)
+    assert got["outside attempts"] == pytest.approx(2.0 - 1.5)
+    assert got["in attempts, between phases"] == pytest.approx(1.5 - 0.85 - 0.4)
+    assert sum(got.values()) == pytest.approx(2.0)  # the whole wall, once
+    values = [v for _, v in o["wall_by_phase"]]
+    assert values == sorted(values, reverse=True)
+    assert run_overview(frame([ok(0, "a", 10.0, phases_s=None)]), [])["wall_by_phase"] == []  # no phases

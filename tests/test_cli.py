@@ -273,6 +273,7 @@ def test_show_with_status(cli, filled):
     assert "CPU test │ prefill │ 1 │ 64 │ 64 │ 4/2 │ 32 │ bf16 │ none │ eager │ fast │ 10.6 │ 11.1 │ " \
            "0.198 TFLOP/s │ 20% │ slow │ 47.17 │ yes" in out, out
     assert "4 attempts (CRASH 1, OK 3)" in out, out  # the run overview line
+    assert "Where the sweep's wall went" in out and "timed samples" in out, out
     status_table = out.split("Attempts per backend and status")[1]
     for line in ("broken │ 1 │ 0", "fast │ 0 │ 1", "ref │ 0 │ 1", "slow │ 0 │ 1"):
         assert line in status_table

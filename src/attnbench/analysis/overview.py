@@ -43,6 +43,7 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
         timed += sum(json_list(s)) * (int(k) if pd.notna(k) else 1) / 1e6
     out["timed_s"] = timed
     out["wall_over_timed"] = wall / timed if timed > 0 else None
+    out["wall_by_phase"] = wall_by_phase(df, wall, timed)
     cv = repeat_cv(df) if len(df) else pd.Series(dtype=float)
     out["cv"] = _cv_stats(cv)
     # eager samples carry the host's launch cost, graph samples device time only: report them apart
@@ -53,6 +54,41 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
         for name in sorted(set(launch)):
             out["cv_by_launch"][name] = _cv_stats(cv[launch == name])
     return out
+
+
+# the phases an attempt's wall_s is split into (runner/attempt.py), as `show --status` names them
+PHASE_LABELS = {"cold_call": "first call (compiles)", "hard": "hard-input checks", "inputs": "inputs, references",
+                "probe": "dispatch probes", "recheck": "recheck after timing", "check": "first check",
+                "memory": "peak memory", "prepare": "prepare"}
+
+
+def wall_by_phase(df: pd.DataFrame, wall: float, timed: float) -> list[tuple[str, float]]:
+    """Where a sweep's wall went, largest first: the timed samples; the rest of the timing phase
+    (warm-up, and blocks, telemetry and syncs between samples); each gate's summed phase seconds
+    (every attempt, whatever its status); what attempts spent between their phases (the input
+    fingerprints, memory handed back, the worker's messages); and what no attempt holds (worker starts and stops,
+    provenance and ceilings, releases between workloads, messages and the store). Empty when no row
+    has phases."""
+    if not len(df) or "phases_s" not in df or not df["phases_s"].notna().any():
+        return []
+    import json
+
+    sums: dict[str, float] = {}
+    for p in df["phases_s"].dropna():
+        for k, v in (json.loads(p) if isinstance(p, str) else p).items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+    ok = df[df["status"] == "OK"]
+    warm = float(pd.to_numeric(ok.get("warmup_us"), errors="coerce").fillna(0).sum()) / 1e6 if len(ok) else 0.0
+    phased = sum(sums.values())
+    timing = sums.pop("timing", 0.0)
+    out = [("timed samples", timed), ("warm-up", warm), ("timing, between samples", max(timing - timed - warm, 0.0))]
+    out += [(PHASE_LABELS.get(k, k), v) for k, v in sums.items()]
+    held = float(pd.to_numeric(df.get("wall_s"), errors="coerce").fillna(0).sum())
+    # input fingerprints between phases, the memory handed back after each attempt, the worker's messages
+    out.append(("in attempts, between phases", max(held - phased, 0.0)))
+    if wall:
+        out.append(("outside attempts", max(wall - held, 0.0)))
+    return sorted(out, key=lambda kv: -kv[1])
 
 
 def _cv_stats(cv: pd.Series) -> dict:

@@ -276,4 +276,17 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
     parts.append(overview_line(overview))
     if counts is not None:
         parts.append(status_table(counts))
+        if overview.get("wall_by_phase"):
+            parts.append(phase_table(overview["wall_by_phase"], overview.get("sweep_wall_s") or 0.0))
     return parts
+
+
+def phase_table(phases: list[tuple[str, float]], wall: float) -> Table:
+    """Where the sweep's wall went (analysis/overview.wall_by_phase), seconds and share of the wall."""
+    t = Table(title="Where the sweep's wall went")
+    t.add_column("phase")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    for name, sec in phases:
+        t.add_row(escape(name), f"{sec:.1f}", f"{100 * sec / wall:.0f}%" if wall else "")
+    return t
