@@ -59,6 +59,8 @@ BAD_RUNS = [
     (["--repeats", "two"], "invalid int value"),
     (["--timeout", "0"], "--timeout must be positive"),
     (["--max-time", "-1"], "--max-time must be positive"),
+    (["--min-time", "0"], "--min-time must be positive"),
+    (["--min-time", "nan"], "--min-time must be positive"),
     (["--device", "gpu"], "bad --device 'gpu'"),
     (["--device", "cuda:x"], "bad --device"),
     (["--modes", "prefil"], "unknown mode 'prefil'"),
@@ -509,3 +511,23 @@ def test_backends_json_lists_kernel_families_per_device_type(cli):
     for b in all_backends([FAKES]):
         assert by[b.name]["kernel_families"] == {t: sorted(f) for t, f in b.kernel_families.items()}, b.name
         assert by[b.name]["kernel_patterns"] == [f.name for f in b.kernel_patterns], b.name
+
+
+def test_min_time_samples_every_ok_row_for_at_least_the_floor_and_records_it(tmp_path):
+    """A CPU run with --min-time 0.05: every OK row's samples x calls add up to 50 ms at least (its
+    median converged long before), and the run's provenance holds the rule's settings."""
+    from attnbench.cli.main import main
+
+    db = tmp_path / "floor.sqlite"
+    grid = tmp_path / "tiny.yaml"
+    grid.write_text(TINY_GRID)
+    assert main(["run", "--repeats", "1", "--config", str(grid), "--modes", "prefill", "--backends", "sdpa-math",
+                 "--db", str(db), "--device", "cpu", "--min-time", "0.05"]) == 0
+    s = Store(db, create=False)
+    rows = [r for r in s.attempts() if r["status"] == "OK"]
+    timing_cfg = s.runs()[0]["provenance"]["timing"]
+    s.close()
+    assert rows and timing_cfg["min_time_s"] == 0.05 and timing_cfg["max_time_s"] >= 0.1
+    for r in rows:
+        samples = json.loads(r["samples_us"]) if isinstance(r["samples_us"], str) else r["samples_us"]
+        assert sum(samples) * r["calls_per_sample"] / 1e6 >= 0.05

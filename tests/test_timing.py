@@ -294,3 +294,28 @@ def test_stationary_needs_a_settled_warmup_even_without_a_trend():
     for settled in (True, False):
         t = timing._collect(lambda: 1.0, TimingConfig(**few), Timing(warmup_settled=settled))
         assert t.trend is None and t.stationary is settled  # 5 samples: the warm-up alone vouches
+
+
+def test_a_floor_of_sampled_time_keeps_sampling_a_converged_median(monkeypatch):
+    """--min-time: 2 ms samples (1 ms x 2 calls) converge at 10 (rel_err 0); a 0.1 s floor keeps
+    going in batches of ~25 ms (13 samples) until the batch that passes 0.1 s: 10 + 4 x 13 = 62."""
+    def run(**kw):
+        cfg = TimingConfig(min_samples=10, max_samples=200, max_time_s=10.0, target_rel_err=0.01, **kw)
+        return timing._collect(lambda: 1000.0, cfg, Timing(calls_per_sample=2, warmup_settled=True))
+
+    assert len(run().samples_us) == 10
+    t = run(min_time_s=0.1)
+    assert len(t.samples_us) == 62 and t.converged
+    assert sum(t.samples_us) * 2 / 1e6 >= 0.1 > sum(t.samples_us[:49]) * 2 / 1e6
+    monkeypatch.setattr(timing, "MAX_SAMPLES_UNDER_FLOOR", 0)  # the sample cap wins: converged, floor not reached
+    cfg = TimingConfig(min_samples=10, max_samples=30, max_time_s=10.0, target_rel_err=0.01, min_time_s=0.1)
+    t = timing._collect(lambda: 1000.0, cfg, Timing(calls_per_sample=2, warmup_settled=True))
+    assert len(t.samples_us) == 30 and t.converged
+
+
+def test_the_floor_widens_the_time_cap_and_is_none_by_default():
+    assert TimingConfig.for_device("cuda").min_time_s == 0.0
+    cfg = TimingConfig.for_device("cuda", min_time_s=0.4)
+    assert cfg.min_time_s == 0.4 and cfg.max_time_s == 0.8
+    cfg = TimingConfig.for_device("cpu", max_time_s=3.0, min_time_s=0.4)
+    assert cfg.max_time_s == 3.0 and cfg.min_time_s == 0.4

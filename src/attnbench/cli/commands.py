@@ -180,7 +180,8 @@ def cmd_run(args, argv) -> int:
     backends = select(args.backends, args.plugin)
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
-    for name, value in (("--timeout", args.timeout), ("--tol", args.tol), ("--max-time", args.max_time)):
+    for name, value in (("--timeout", args.timeout), ("--tol", args.tol), ("--max-time", args.max_time),
+                        ("--min-time", args.min_time)):
         if value is not None and not (math.isfinite(value) and value > 0):  # inf --tol would switch the check off
             raise UsageError(f"{name} must be positive and finite, got {value:g}")
     if not args.db.strip():
@@ -195,7 +196,7 @@ def cmd_run(args, argv) -> int:
     if not db.parent.exists():
         raise UsageError(f"directory of --db does not exist: {db.parent}")
     cfg = LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin], timeout_s=args.timeout,
-                      seed=args.seed, tol=args.tol, inputs=args.inputs, timing=TimingConfig.for_device(device, args.max_time),
+                      seed=args.seed, tol=args.tol, inputs=args.inputs, timing=TimingConfig.for_device(device, args.max_time, args.min_time),
                       log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
                       strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose),
                       compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None)

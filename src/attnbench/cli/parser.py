@@ -99,6 +99,11 @@ def build_parser() -> Parser:
                         "correctness check always also runs the other two")
     r.add_argument("--max-time", type=float, default=None, metavar="S",
                    help="timing budget per attempt after warm-up (default 0.5 s on CUDA, 0.3 s on CPU)")
+    r.add_argument("--min-time", type=float, default=None, metavar="S",
+                   help="sample every attempt for at least S seconds of timed calls, even once its median has "
+                        "converged (more samples of the same block; the budget grows to 2·S if smaller). Default: "
+                        "none, the rule stops at convergence. Longer windows see sustained clocks and power, and "
+                        "make the sweep's wall mostly samples (docs/methodology.md 4.5)")
     r.add_argument("--strict-isolation", action="store_true",
                    help="a fresh process for every attempt of compile-based backends (slower; default: "
                         "one process per backend and repeat, compiler state reset before each attempt)")

@@ -14,6 +14,9 @@ from .warmup import WARMUP_TOLERANCE, Warmup, warmup  # noqa: F401  (one door fo
 
 
 MIN_SAMPLES_AT_CAP = 5  # samples kept even when the time cap is reached first
+# Under a floor of sampled time (--min-time): batches of about BATCH_S, and at most this many samples
+# (a cold-L2 sample is one call: a 10 µs kernel cannot fill 0.5 s below it, and the row stays small)
+BATCH_S, MAX_SAMPLES_UNDER_FLOOR = 0.025, 5000
 # |trend| above this is a drift, not noise: the medians of two thirds of a stable kernel's samples
 # differ by √6 standard errors of the median, under 3% (95%) at the 1% half-width target (a row
 # with rel_err ≥ 4% can cross it by noise alone); a power-capped clock (1980 -> 1680-1755 MHz)
@@ -31,9 +34,10 @@ class TimingConfig:
     target_rel_err: float = 0.01  # 95% half-width of the median over the median
     min_block_us: float = 100.0  # calls per event pair chosen so a block lasts at least this (graph, CPU)
     eager_block_us: float = 1000.0  # eager CUDA blocks: the first launch's latency is amortised over k
+    min_time_s: float = 0.0  # the least sampled time (samples x calls) before the rule may stop; 0: none
 
     @classmethod
-    def for_device(cls, device: str, max_time_s: float | None = None) -> "TimingConfig":
+    def for_device(cls, device: str, max_time_s: float | None = None, min_time_s: float | None = None) -> "TimingConfig":
         """GPU: 0.5 s of samples at most and 0.02 s of warm-up (the step has already run in the cold
         call, the correctness check, the dispatch probe and the memory measurement), 2 s while it
         still drifts (a JIT, an autotuner or clocks settling); CPU (a laptop smoke test): 0.3 s,
@@ -42,7 +46,12 @@ class TimingConfig:
             base = cls(warmup_s=0.02, warmup_max_s=2.0, max_time_s=0.5)
         else:
             base = cls(warmup_s=0.02, warmup_max_s=1.0, max_time_s=0.3, min_block_us=200.0)
-        return base if max_time_s is None else cls(**{**base.__dict__, "max_time_s": max_time_s})
+        if max_time_s is not None:
+            base = cls(**{**base.__dict__, "max_time_s": max_time_s})
+        if min_time_s:  # the time cap leaves room for the floor
+            base = cls(**{**base.__dict__, "min_time_s": min_time_s,
+                          "max_time_s": max(base.max_time_s, 2 * min_time_s)})
+        return base
 
 
 @dataclass
@@ -91,24 +100,38 @@ def cold_call(step: Callable[[], Any], device: str) -> tuple[Any, float]:
 
 def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing,
              on_batch: Callable[[], None] | None = None) -> Timing:
-    """Samples in batches of 10 under the stopping rule; on_batch() runs before the first sample,
-    between batches and after the last, outside every sample (telemetry reads there)."""
+    """Samples in batches under the stopping rule; on_batch() runs before the first sample,
+    between batches and after the last, outside every sample (telemetry reads there).
+
+    The rule stops at the first batch after which the samples are converged (min_samples, and the
+    median's half-width within target_rel_err) and, when cfg.min_time_s is set, the sampled time
+    (samples x calls) has reached it; max_time_s and the sample cap end it regardless. Batches hold
+    10 samples; under a min_time_s they last about BATCH_S instead (more samples of the same block,
+    never a longer block: what one sample measures does not depend on the floor)."""
     on_batch = on_batch or (lambda: None)
     on_batch()
     t0 = time.perf_counter()
-    while len(t.samples_us) < cfg.max_samples:
-        batch = min(10, cfg.max_samples - len(t.samples_us))
+    floor = cfg.min_time_s
+    cap = cfg.max_samples if floor <= 0 else max(cfg.max_samples, MAX_SAMPLES_UNDER_FLOOR)
+    sampled = 0.0  # seconds of timed calls so far
+    while len(t.samples_us) < cap:
+        batch = 10
+        if floor > 0 and t.samples_us:
+            batch = max(batch, math.ceil(BATCH_S / max(sampled / len(t.samples_us), 1e-6)))
+        batch = min(batch, cap - len(t.samples_us))
         for _ in range(batch):
-            t.samples_us.append(sample())
+            us = sample()
+            t.samples_us.append(us)
+            sampled += us * t.calls_per_sample / 1e6
             if time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= MIN_SAMPLES_AT_CAP:
                 break
         on_batch()
         t.rel_err = rel_halfwidth(t.samples_us)
-        if len(t.samples_us) >= cfg.min_samples and t.rel_err <= cfg.target_rel_err:
-            t.converged = True
+        t.converged = len(t.samples_us) >= cfg.min_samples and t.rel_err <= cfg.target_rel_err
+        if t.converged and sampled >= floor:
             break
         if time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= MIN_SAMPLES_AT_CAP:
-            break  # slow calls: the time cap wins over min_samples; `converged` stays False
+            break  # slow calls: the time cap wins over min_samples (`converged` says whether they were)
     if t.rel_err == math.inf:
         t.rel_err = None
     t.trend = trend(t.samples_us)

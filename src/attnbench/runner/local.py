@@ -169,6 +169,7 @@ class LocalExecutor(BaseExecutor):
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")
         self.charge("provenance", time.perf_counter() - t0)
         prov = res["provenance"]
+        prov["timing"] = dict(self.cfg.timing.__dict__)  # the stopping rule's settings, --min-time's floor among them
         self.started = Started(prov, DeviceInfo.from_dict(prov["device"]), Placement.from_provenance(prov))
         return self.started
 
