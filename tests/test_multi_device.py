@@ -5,6 +5,7 @@ In-process: each device's workers are simulated (a LocalExecutor whose attempts 
 Spawned (slow): two CPU worker sets through the CLI, with fakes that crash and hang."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -14,7 +15,7 @@ import pytest
 from attnbench.backends.registry import load_plugin_file
 from attnbench.runner import planner
 from attnbench.runner.conduct import Observer, RunRequest, conduct
-from attnbench.runner.eta import DEFAULT_ATTEMPT_S, estimate, typical_wall
+from attnbench.runner.eta import DEFAULT_ATTEMPT_S, estimate, typical_sampled, typical_wall
 from attnbench.runner.executor import Placement, Started
 from attnbench.runner.local import LocalConfig, LocalExecutor
 from attnbench.runner.multi import DeviceSpec, MultiExecutor, core_sets, format_cores, parse_devices
@@ -126,6 +127,11 @@ def test_eta_uses_the_median_of_earlier_ok_rows_else_the_default():
     assert typical == {("fake-good", "prefill"): 2.0}
     est = estimate(attempts, typical, devices=2)  # fake-mutates' prefill is planned out: no time
     assert (est.from_store, est.by_default) == (1, 1) and est.seconds == pytest.approx((2.0 + DEFAULT_ATTEMPT_S) / 2)
+    # --min-time 0.5: fake-good's rows sampled 0.1 s (median), so its attempt takes 0.4 s longer
+    for r, n in zip(rows, (1, 2, 3)):
+        r.update(samples_us=json.dumps([25_000.0] * n), calls_per_sample=2)  # 0.05, 0.1, 0.15 s
+    est = estimate(attempts, typical, devices=2, min_time_s=0.5, sampled=typical_sampled(rows))
+    assert est.seconds == pytest.approx((2.0 + 0.4 + DEFAULT_ATTEMPT_S) / 2)
 
 
 # ---- the executor, with simulated workers --------------------------------------------------------

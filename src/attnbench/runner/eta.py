@@ -1,6 +1,7 @@
 """How long a plan will take, from earlier runs of the same backends (run --dry-run)."""
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass
 
@@ -25,11 +26,25 @@ def typical_wall(rows: list[dict]) -> dict[tuple[str, str], float]:
     return {k: statistics.median(v) for k, v in by.items()}
 
 
+def typical_sampled(rows: list[dict]) -> dict[tuple[str, str], float]:
+    """Median sampled seconds (samples x calls) per (backend, mode) over earlier OK rows."""
+    by: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        s = r.get("samples_us")
+        if r.get("status") != "OK" or not s:
+            continue
+        s = json.loads(s) if isinstance(s, str) else s
+        by.setdefault((r["backend"], r["mode"]), []).append(sum(s) * (r.get("calls_per_sample") or 1) / 1e6)
+    return {k: statistics.median(v) for k, v in by.items()}
+
+
 def estimate(attempts: list[Attempt], typical: dict[tuple[str, str], float], devices: int = 1,
-             default_s: float = DEFAULT_ATTEMPT_S) -> Estimate:
+             default_s: float = DEFAULT_ATTEMPT_S, min_time_s: float = 0.0,
+             sampled: dict[tuple[str, str], float] | None = None) -> Estimate:
     """The attempts that will run (planned-out ones take no time), each at its (backend, mode)'s
-    typical wall time, divided over the devices that run them in parallel. Worker start-up and the
-    provenance are not included."""
+    typical wall time, divided over the devices that run them in parallel. Under a floor of sampled
+    time (--min-time), an attempt whose backend and mode sampled less than the floor before takes
+    the difference longer. Worker start-up and the provenance are not included."""
     total, known, unknown = 0.0, 0, 0
     for a in attempts:
         if a.planned:
@@ -40,5 +55,6 @@ def estimate(attempts: list[Attempt], typical: dict[tuple[str, str], float], dev
             t = default_s
         else:
             known += 1
+            t += max(0.0, min_time_s - (sampled or {}).get((a.backend.name, a.workload.mode), 0.0))
         total += t
     return Estimate(total / max(1, devices), known, unknown)
