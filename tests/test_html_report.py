@@ -328,3 +328,10 @@ def test_a_store_of_model_rows_only_gets_its_page_as_the_index(tmp_path, cli):
 
     Store(empty).close()
     assert build(tmp_path, empty, out="none", expect=2) and not (tmp_path / "none").exists()
+
+
+def test_the_overview_says_where_each_stores_wall_went(one_site):
+    index = (one_site / "index.html").read_text()
+    section = index.split("<h2>Where the sweep's wall went</h2>")[1]
+    for phase in ("timed samples", "warm-up", "in attempts, between phases"):
+        assert phase in section.split("</section>")[0]

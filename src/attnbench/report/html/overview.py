@@ -106,6 +106,24 @@ def _statuses(ctx: Context, overviews: dict) -> str:
     return "".join(out)
 
 
+def _wall(ctx: Context, overviews: dict) -> str:
+    """Where each store's sweep wall went (analysis/overview.py: wall_by_phase), one table."""
+    rows = []
+    for label, o in overviews.items():
+        wall = o.get("sweep_wall_s") or 0.0
+        for name, sec in o.get("wall_by_phase") or []:
+            rows.append({"label": label, "phase": name, "seconds": round(sec, 1),
+                         "share": round(sec / wall, 3) if wall else None})
+    if not rows:
+        return ""
+    cols = [Col("label", "store"), Col("phase", "phase"), Col("seconds", "seconds", numeric=True),
+            Col("share", "share of the wall", numeric=True)]
+    return ("<section>\n<h2>Where the sweep's wall went</h2>\n"
+            + table(ctx.table_id(), cols, rows, "Timed samples against warm-up, each gate's phases, the time "
+                    "between phases and what no attempt holds (worker starts, provenance, releases)")
+            + "</section>\n")
+
+
 def methodology_brief(ctx: Context) -> str:
     d = ctx.data.result["definitions"]
     return (
@@ -134,5 +152,5 @@ def page_body(ctx: Context) -> str:
             + "<section>\n<h2>Devices, builds and measured ceilings</h2>\n" + _builds(ctx) + "</section>\n"
             + "<section>\n<h2>Attempts per status</h2>\n" + _statuses(ctx, overviews)
             + (note("Agreement of process repeats (coefficient of variation of per-repeat medians): " + "; ".join(cv))
-               if cv else "") + "</section>\n" + methodology_brief(ctx))
+               if cv else "") + "</section>\n" + _wall(ctx, overviews) + methodology_brief(ctx))
 
