@@ -313,3 +313,17 @@ def test_fingerprint_is_its_definition_across_chunks_and_sees_swaps_and_rounding
         bits = q.view(torch.int16)
         bits[7] += 1  # one ulp of bf16, in place
         assert fingerprint(x)["q"] != before["q"]
+
+
+def test_fingerprint_leaves_a_float64_input_as_it_was():
+    """The fingerprint squares its float64 copy in place: a float64 tensor must be copied, not squared."""
+    from types import SimpleNamespace
+
+    from attnbench.measure.inputs import INPUT_NAMES, fingerprint
+
+    q = torch.randn(5000, dtype=torch.float64)
+    before = q.clone()
+    x = SimpleNamespace(**{n: None for n in (*INPUT_NAMES, "page_table")})
+    x.q = q
+    assert fingerprint(x) == fingerprint(x)
+    assert torch.equal(q, before)

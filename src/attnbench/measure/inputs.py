@@ -135,7 +135,8 @@ def fingerprint(inputs: Inputs) -> dict[str, tuple[float, ...]]:
         acc = torch.zeros(3, dtype=torch.float64, device=flat.device)
         weights = torch.arange(1, FINGERPRINT_PERIOD + 1, device=flat.device, dtype=torch.float64)
         for chunk in flat.split(FINGERPRINT_CHUNK):  # bounded temporaries for GiB-sized inputs
-            x = chunk.double()  # every chunk but the last starts at a multiple of the period
+            # a copy even of a float64 chunk: it is squared in place below
+            x = chunk.to(torch.float64, copy=True)  # every chunk but the last starts at a multiple of the period
             whole = x.numel() // FINGERPRINT_PERIOD * FINGERPRINT_PERIOD
             cols = x[:whole].view(-1, FINGERPRINT_PERIOD).sum(0)
             tail = x[whole:]
