@@ -154,17 +154,22 @@ def _sdpa(log):
     return c
 
 
+def _ran_ok(monkeypatch, w):
+    """cudnn-fe on the fake library: supported, OK, and the keyword arguments of its one sdpa call."""
+    log = fake_cudnn(monkeypatch)
+    assert backend("cudnn-fe").supports(w, H100) is None
+    res = run("cudnn-fe", w)
+    assert res["status"] == "OK", res.get("reason")
+    return _sdpa(log)
+
+
 # ---- paged decode -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw", [dict(), dict(layout="BNHD"), dict(kv_len=48), dict(batch=3, kv_heads=4),
                                 dict(causal=True), dict(causal=True, causal_align="top_left")])
 def test_paged_decode_runs_ok_and_passes_containers_tables_and_lengths(monkeypatch, kw):
-    log = fake_cudnn(monkeypatch)
     w = d_(**kw)
-    assert backend("cudnn-fe").supports(w, H100) is None
-    res = run("cudnn-fe", w)
-    assert res["status"] == "OK", res.get("reason")
-    c = _sdpa(log)
+    c = _ran_ok(monkeypatch, w)
     p, h, d = w.page_size, w.kv_heads, w.head_dim
     # containers (num_pages, Hkv, P, D): a view of the token-major pages, their strides
     assert c["k"].dim == [num_pages(w), h, p, d] and c["k"].stride == [p * h * d, d, h * d, 1]
@@ -205,12 +210,8 @@ def test_paged_decode_ignoring_the_table_or_the_lengths_is_incorrect(monkeypatch
 @pytest.mark.parametrize("kw", [dict(layout="BNHD"), dict(), dict(lengths="longtail", batch=4), dict(causal=False),
                                 dict(layout="BNHD", kv_heads=4, head_dim_v=8)])
 def test_ragged_prefill_runs_ok_with_offsets_and_lengths(monkeypatch, kw):
-    log = fake_cudnn(monkeypatch)
     w = v_(**kw)
-    assert backend("cudnn-fe").supports(w, H100) is None
-    res = run("cudnn-fe", w)
-    assert res["status"] == "OK", res.get("reason")
-    c = _sdpa(log)
+    c = _ran_ok(monkeypatch, w)
     lens, cu, longest = seq_lengths(w), cu_seqlens(w), max(seq_lengths(w))
     for name, h, d in (("q", w.q_heads, w.head_dim), ("k", w.kv_heads, w.head_dim), ("v", w.kv_heads, w.head_dim_v)):
         t = c[name]
@@ -282,11 +283,7 @@ def p_(**kw) -> Workload:
 @pytest.mark.parametrize("w", [p_(), p_(causal_align="top_left"), p_(q_len=32), p_(layout="BNHD", window=1),
                                v_(window=4), v_(window=4, layout="BNHD", lengths="longtail", batch=4)])
 def test_a_window_is_the_diagonal_band_aligned_like_the_causal_mask(monkeypatch, w):
-    log = fake_cudnn(monkeypatch)
-    assert backend("cudnn-fe").supports(w, H100) is None
-    res = run("cudnn-fe", w)
-    assert res["status"] == "OK", res.get("reason")
-    c = _sdpa(log)
+    c = _ran_ok(monkeypatch, w)
     bottom = w.causal_align == "bottom_right" and w.q_len != w.kv_len
     assert c["diagonal_band_left_bound"] == w.window and c["diagonal_band_right_bound"] == 0
     assert c["diagonal_alignment"] == ("BR" if bottom else "TL")

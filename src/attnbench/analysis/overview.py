@@ -1,6 +1,8 @@
 """How a store's sweep went: outcomes, wall time against timed device time, agreement of repeats."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from .frames import json_list
@@ -71,8 +73,6 @@ def wall_by_phase(df: pd.DataFrame, wall: float, timed: float) -> list[tuple[str
     has phases."""
     if not len(df) or "phases_s" not in df or not df["phases_s"].notna().any():
         return []
-    import json
-
     sums: dict[str, float] = {}
     for p in df["phases_s"].dropna():
         for k, v in (json.loads(p) if isinstance(p, str) else p).items():

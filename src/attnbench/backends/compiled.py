@@ -4,9 +4,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..workloads import Workload
-from ..workloads.append import appending
 from .base import CONTESTANT, Backend, Inputs
-from .layout import append_token, from_bhnd, to_bhnd
+from .layout import append_then, from_bhnd, to_bhnd
 from .reference import attention_math
 
 
@@ -17,15 +16,11 @@ class Compiled(Backend):
         torch._dynamo.reset()  # see flex.py: no recompile history can leak into this attempt
         q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
         compiled = torch.compile(attention_math, dynamic=False)
-        # an appending decode: the new token written eagerly (a slice copy) before the compiled attention
-        append = append_token(w, inputs) if appending(w) else None
 
-        def fn():
-            if append:
-                append()
+        def attend():
             return from_bhnd(compiled(q, k, v, w.causal, w.causal_align, inputs.scale, w.window), w.layout)
 
-        return fn
+        return append_then(w, inputs, attend)  # an appending decode: the new token written eagerly first
 
     @contextmanager
     def attend_session(self):

@@ -41,6 +41,13 @@ FP8 = "fp8_e4m3"
 FP8_CAPABILITY = (9, 0)
 
 
+def _io_type(cudnn, t):
+    """cuDNN's data type of a bf16 or fp16 tensor (the fp8 graph has its own)."""
+    import torch
+
+    return {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}[t.dtype]
+
+
 def _graph(cudnn, handle, dtype):
     return cudnn.pygraph(io_data_type=dtype, intermediate_data_type=cudnn.data_type.FLOAT,
                          compute_data_type=cudnn.data_type.FLOAT, handle=handle)
@@ -77,7 +84,6 @@ def _paged_masks(w: Workload) -> dict:
     return {"use_causal_mask": w.causal and w.causal_align == "top_left" and w.kv_len > 1}
 
 
-
 def _forward(cudnn, handle, build, out, keep: list, copies=()) -> Prepared:
     """A prepared step of one forward graph: build() -> (graph, variant pack) under the library's
     refusal, its workspace, and a step that sets the stream, makes `copies` (dst, src; timed) and
@@ -88,6 +94,7 @@ def _forward(cudnn, handle, build, out, keep: list, copies=()) -> Prepared:
     ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=out.device)
 
     def step():
+        # on the caller's stream (a CUDA-graph capture runs on a stream of its own)
         cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
         for dst, src in copies:
             dst.copy_(src)
@@ -96,6 +103,7 @@ def _forward(cudnn, handle, build, out, keep: list, copies=()) -> Prepared:
 
     return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"),
                     state=[handle, fwd, ws, *keep])
+
 
 def _offset_dtype(torch, largest: int):
     """Ragged offsets are int32 while they fit (every cuDNN with THD takes int32), else int64."""
@@ -147,7 +155,7 @@ class CudnnFrontend(Backend):
         import cudnn
         import torch
 
-        dtype = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}[inputs.q.dtype]
+        dtype = _io_type(cudnn, inputs.q)
         handle = cudnn.create_handle()
         q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))  # (B, H, N, D) views
         o = to_bhnd(inputs.out, w.layout)  # the NaN-poisoned buffer, written in place
@@ -168,17 +176,7 @@ class CudnnFrontend(Backend):
                 pack[tstats] = lse
             return g, pack
 
-        fwd, fwd_pack = call_rejecting(build, "cuDNN frontend")
-        ws = torch.empty(fwd.get_workspace_size(), dtype=torch.uint8, device=q.device)
-
-        def step():
-            # on the caller's stream (a CUDA-graph capture runs on a stream of its own)
-            cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
-            fwd.execute(fwd_pack, ws, handle=handle)
-            return inputs.out
-
-        state = [handle, fwd, ws]
-        backward = None
+        prepared = _forward(cudnn, handle, build, inputs.out, [])  # on the caller's stream (see _forward)
         if train:
             dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
             do = to_bhnd(inputs.do, w.layout)
@@ -197,7 +195,7 @@ class CudnnFrontend(Backend):
 
             bwd, bwd_pack = call_rejecting(build_bwd, "cuDNN frontend")
             bws = torch.empty(bwd.get_workspace_size(), dtype=torch.uint8, device=q.device)
-            state += [bwd, bws]
+            prepared.state += [bwd, bws]
             lay = w.layout
 
             def backward(out, d_out):
@@ -207,15 +205,15 @@ class CudnnFrontend(Backend):
                 bwd.execute(bwd_pack, bws, handle=handle)
                 return tuple(from_bhnd(t, lay) for t in (dq, dk, dv))
 
-        return Prepared(step=step, first_call=lambda: call_rejecting(step, "cuDNN frontend"), backward=backward,
-                        state=state)
+            prepared.backward = backward
+        return prepared
 
     def _prepare_paged(self, w: Workload, inputs: Inputs) -> Prepared:
         """Decode against the paged cache: containers, tables and lengths as the module docstring says."""
         import cudnn
         import torch
 
-        dtype = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}[inputs.q.dtype]
+        dtype = _io_type(cudnn, inputs.q)
         handle = cudnn.create_handle()
         q = to_bhnd(inputs.q, w.layout).detach()  # (B, Hq, 1, D)
         o = to_bhnd(inputs.out, w.layout)
@@ -246,7 +244,7 @@ class CudnnFrontend(Backend):
         import cudnn
         import torch
 
-        dtype = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}[inputs.q.dtype]
+        dtype = _io_type(cudnn, inputs.q)
         handle = cudnn.create_handle()
         lens, cu = seq_lengths(w), cu_seqlens(w)
         b, longest = len(lens), max(lens)

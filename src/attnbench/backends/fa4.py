@@ -8,7 +8,7 @@ import inspect
 from ..workloads import Workload
 from .base import CONTESTANT, Backend, Prepared, Rejected
 from .kernels import KernelFamily
-from .optional import FlashStyle, _out, call_rejecting, from_bnhd, to_bnhd, window_size
+from .optional import FlashStyle, to_bnhd, window_size
 
 # CuTe DSL names a kernel after its module and class, e.g.
 # kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at_...,
@@ -37,13 +37,7 @@ class FlashAttn4(FlashStyle):
             raise Rejected(f"{self.lib}: flash_attn_varlen_func takes no page_table (paged KV cache)")
         used = torch.full((w.batch,), w.kv_len, dtype=torch.int32, device=inputs.q.device)
         kw = {**window_size(w.window), "page_table": inputs.page_table, "seqused_k": used}
-        q = to_bnhd(inputs.q, w.layout)  # (B, 1, Hq, D)
-
-        def step():
-            o = _out(fn(q, inputs.k, inputs.v, softmax_scale=inputs.scale, causal=w.causal, **kw))
-            return from_bnhd(o, w.layout)
-
-        return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=used)
+        return self._call(fn, w, inputs, to_bnhd(inputs.q, w.layout), inputs.k, inputs.v, kw, used)  # q (B, 1, Hq, D)
 
 
 def make() -> list[Backend]:

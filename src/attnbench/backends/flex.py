@@ -4,10 +4,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..workloads import Workload
-from ..workloads.append import appending
 from ..workloads.varlen import cu_seqlens, packed, tensor_dims
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs
-from .layout import append_token, causal_offset, from_bhnd, to_bhnd
+from .layout import append_then, causal_offset, from_bhnd, to_bhnd
 
 
 class Flex(Backend):
@@ -60,16 +59,12 @@ class Flex(Backend):
             block_mask = create_block_mask(causal, None, None, w.q_len, w.kv_len, device=q.device)
         compiled = torch.compile(flex_attention, dynamic=False)
         gqa = w.kv_heads != w.q_heads
-        # an appending decode: the new token written eagerly (a slice copy) before the compiled kernel
-        append = append_token(w, inputs) if appending(w) else None
 
-        def fn():
-            if append:
-                append()
+        def attend():
             return from_bhnd(compiled(q, k, v, block_mask=block_mask, scale=inputs.scale, enable_gqa=gqa),
                              w.layout)
 
-        return fn
+        return append_then(w, inputs, attend)  # an appending decode: the new token written eagerly first
 
     @contextmanager
     def attend_session(self):

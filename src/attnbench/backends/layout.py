@@ -104,6 +104,21 @@ def append_token(w, inputs):
     return write
 
 
+def append_then(w, inputs, attend):
+    """The step of a backend whose append is torch ops before its attention: `attend` itself, or for
+    an appending decode (decode_append included) a step that first writes the new token's K/V into
+    slot kv_len - 1 (a slice copy; through the table if paged), then attends."""
+    if not appending(w):
+        return attend
+    write = append_token(w, inputs)
+
+    def step():
+        write()
+        return attend()
+
+    return step
+
+
 @contextmanager
 def appended(w, inputs):
     """Inside: the cache as an appending decode's step attends it, the new token in slot kv_len - 1

@@ -160,12 +160,15 @@ class FlashStyle(Backend):
         fn = self._func()
         # (B, N, H, D) views: a BHND workload's are transposed views the library may copy (timed)
         q, k, v = (to_bnhd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
-        kw = {**self.call_kwargs, **window_size(w.window)}
+        return self._call(fn, w, inputs, q, k, v, {**self.call_kwargs, **window_size(w.window)})
 
+    def _call(self, fn, w: Workload, inputs, q, k, v, kw: dict, state=None) -> Prepared:
+        """The step of one library call fn(q, k, v, softmax_scale=, causal=, **kw) on (B, N, H, D)
+        tensors, its output returned in the workload's layout; `state` stays alive with it."""
         def step():
             return from_bnhd(_out(fn(q, k, v, softmax_scale=inputs.scale, causal=w.causal, **kw)), w.layout)
 
-        return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib))
+        return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=state)
 
     def _prepare_varlen(self, w: Workload, inputs) -> Prepared:
         """A packed batch through flash_attn_varlen_func on (T, H, D) tensors: cu_seqlens (int32, built
@@ -223,13 +226,7 @@ class FlashStyle(Backend):
         cached = slot(w) if appending(w) else w.kv_len  # tokens in the cache before this call's append
         seqlens = torch.full((w.batch,), cached, dtype=torch.int32, device=inputs.q.device)
         kw["cache_seqlens"] = seqlens
-        q = to_bnhd(inputs.q, w.layout)  # (B, 1, Hq, D)
-
-        def step():
-            o = _out(fn(q, k_cache, v_cache, softmax_scale=inputs.scale, causal=w.causal, **kw))
-            return from_bnhd(o, w.layout)
-
-        return Prepared(step=step, first_call=lambda: call_rejecting(step, self.lib), state=seqlens)
+        return self._call(fn, w, inputs, to_bnhd(inputs.q, w.layout), k_cache, v_cache, kw, seqlens)  # q (B, 1, Hq, D)
 
     def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
         return flash_attend(self._func(), self.lib, q, k, v, causal, causal_align, scale, window)

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 from ..workloads import Workload
-from ..workloads.append import appending
 from ..workloads.cost import input_bytes, score_matrix_bytes
 from ..workloads.varlen import packed, seq_lengths
 from .base import ACCURACY_REFERENCE, Backend, Inputs
-from .layout import append_token, dense_kv, from_bhnd, keep_mask, to_bhnd
+from .layout import append_then, dense_kv, from_bhnd, keep_mask, to_bhnd
 
 
 def attention_math(q, k, v, causal: bool, align: str, scale: float, window: int | None = None,
@@ -39,17 +38,14 @@ def attention_math(q, k, v, causal: bool, align: str, scale: float, window: int 
 class Reference(Backend):
     def prepare(self, w: Workload, inputs: Inputs):
         lengths = seq_lengths(w) if packed(w) else None
-        append = append_token(w, inputs) if appending(w) else None
 
-        def fn():
-            if append:  # an appending decode: the new token into slot kv_len - 1 (through the table if paged)
-                append()
+        def attend():
             # a paged cache is gathered back into a contiguous one on every call (the reference is no contestant)
             q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, *dense_kv(w, inputs)))
             return from_bhnd(attention_math(q, k, v, w.causal, w.causal_align, inputs.scale, w.window, lengths),
                              w.layout)
 
-        return fn
+        return append_then(w, inputs, attend)
 
     def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
         scale = q.shape[-1] ** -0.5 if scale is None else scale

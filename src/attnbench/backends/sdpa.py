@@ -4,11 +4,10 @@ from __future__ import annotations
 import warnings
 
 from ..workloads import Workload
-from ..workloads.append import appending
 from ..workloads.cost import input_bytes, score_matrix_bytes
 from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Prepared, Rejected
 from .kernels import KernelFamily
-from .layout import append_token, from_bhnd, keep_mask, sdpa_mask_args, to_bhnd
+from .layout import append_then, from_bhnd, keep_mask, sdpa_mask_args, to_bhnd
 
 _REFUSALS = ("No viable backend", "No available kernel")
 
@@ -44,14 +43,12 @@ class Sdpa(Backend):
         else:
             extra = sdpa_mask_args(w.q_len, w.kv_len, w.causal, w.causal_align)
         gqa = w.kv_heads != w.q_heads
-        # an appending decode: the new token's K/V written into slot kv_len - 1 (a slice copy), then attended
-        append = append_token(w, inputs) if appending(w) else None
 
-        def fn():
-            if append:
-                append()
+        def attend():
             o = F.scaled_dot_product_attention(q, k, v, scale=inputs.scale, enable_gqa=gqa, **extra)
             return from_bhnd(o, w.layout)
+
+        fn = append_then(w, inputs, attend)
 
         def first_call():
             # The library decides what it accepts: a refusal is UNSUPPORTED in its own words.
