@@ -121,6 +121,45 @@ def test_graph_samples_are_device_time_and_eager_samples_carry_the_host():
     assert event_overhead_us("cuda", 50, ahead=True) < event_overhead_us("cuda", 50)
 
 
+
+@pytest.mark.parametrize("l2", ["warm", "cold"])
+def test_chunked_graph_samples_agree_with_one_sample_behind_each_delay(l2):
+    """GraphSampler queues a chunk of samples behind one delay; the same graphs timed one sample per
+    delay and sync (interleaved, three rounds) must give medians within 3%, with no late sample, and
+    the chunks must fill more of their wall with samples."""
+    import statistics
+    import time
+
+    from attnbench.measure import timing
+
+    flush = timing._L2Flusher("cuda") if l2 == "cold" else None
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for n in (512, 2048, 4096):
+        x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        graph = timing.capture_graph(lambda: x @ x, 1, "cuda")
+        sampler = timing.GraphSampler(graph.replay, 1, "cuda", flush)
+        one, chunked, wall = [], [], [0.0, 0.0]
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(50):
+                if flush:
+                    flush()
+                timing.device_delay("cuda")
+                a.record()
+                graph.replay()
+                b.record()
+                b.synchronize()
+                one.append(a.elapsed_time(b) * 1e3)
+            t1 = time.perf_counter()
+            sampler.plan(50)
+            chunked += [sampler() for _ in range(50)]
+            wall[0] += t1 - t0
+            wall[1] += time.perf_counter() - t1
+        ratio = statistics.median(chunked) / statistics.median(one)
+        assert abs(ratio - 1) < 0.03, (n, l2, ratio)
+        assert sampler.late == 0
+        assert sum(chunked) / wall[1] > sum(one) / wall[0], (n, l2)
+
 HIDDEN = """
 name: hidden-work
 workloads:

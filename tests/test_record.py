@@ -163,20 +163,23 @@ def test_every_workload_axis_is_a_required_column():
     assert [a.name for a in AXES if a.modes] == ["decode_append"]
 
 
-def test_a_version_1_store_gains_the_new_columns_when_opened(tmp_path):
-    """Stores written before schema 2 open, keep their rows, and gain the columns added since."""
+@pytest.mark.parametrize("version, added", [
+    ("1", ("dispatch_main_family", "dispatch_attention_family", "device_uuid", "late_samples")),
+    ("8", ("late_samples",)),
+])
+def test_an_older_store_gains_the_new_columns_when_opened(tmp_path, version, added):
+    """Stores written before schema 2 (or 9) open, keep their rows, and gain the columns added since."""
     from conftest import make_row
 
-    p = tmp_path / "v1.sqlite"
+    p = tmp_path / f"v{version}.sqlite"
     s = Store(p)
     s.insert(make_row(0))
     s.close()
-    added = ("dispatch_main_family", "dispatch_attention_family", "device_uuid")
-    con = sqlite3.connect(p)  # make it look like a version-1 store: those columns absent
+    con = sqlite3.connect(p)  # make it look like an older store: those columns absent
     con.execute(f"CREATE TABLE old AS SELECT {','.join(c for c in COLUMN_NAMES if c not in added)} FROM attempts")
     con.execute("DROP TABLE attempts")
     con.execute("ALTER TABLE old RENAME TO attempts")
-    con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (version,))
     con.commit()
     con.close()
     s = Store(p, create=False)

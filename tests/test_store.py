@@ -358,7 +358,6 @@ def test_a_version_4_store_is_migrated_and_its_rows_read_with_no_window(tmp_path
     from attnbench.workloads import Workload
     from attnbench.workloads.axes import NAMES
 
-    assert SCHEMA_VERSION == 8
     p = tmp_path / "v4.sqlite"
     rows = [make_row(i) for i in range(3)]
     for r in rows:
@@ -369,7 +368,7 @@ def test_a_version_4_store_is_migrated_and_its_rows_read_with_no_window(tmp_path
     assert list(ro.dataframe()["window"]) == [0, 0, 0] and set(ro.dataframe()["lengths"]) == {"fixed"}
     ro.close()
     s = Store(p, create=False)  # opened for writing: migrated, the column filled
-    assert s.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "8"
+    assert s.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     got = [tuple(r) for r in s.con.execute("SELECT window, lengths, page_size FROM attempts ORDER BY rowid")]
     assert got == [(0, "fixed", 0)] * 3
     back = s.attempts()

@@ -145,8 +145,8 @@ def test_measure_on_cpu_uses_the_host_clock():
     assert isinstance(t, Timing) and t.timer == "host_clock" and len(t.samples_us) == 10
     d = t.to_dict()
     assert set(d) == {"samples_us", "calls_per_sample", "timer", "warmup_calls", "warmup_us", "warmup_settled",
-                      "converged", "rel_err", "trend", "stationary"}
-    assert d["trend"] == timing.trend(d["samples_us"])
+                      "converged", "rel_err", "trend", "stationary", "late_samples"}
+    assert d["late_samples"] == 0 and d["trend"] == timing.trend(d["samples_us"])
 
 
 def test_event_overhead_on_cpu_is_small_and_positive():

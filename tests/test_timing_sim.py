@@ -53,6 +53,9 @@ def sim(monkeypatch):
         def synchronize(self):
             d.host = max(d.host, self.t)
 
+        def query(self):  # reached by now, as the host sees it
+            return self.t <= d.host
+
         def elapsed_time(self, end):
             return (end.t - self.t) / 1e3  # ms, like CUDA
 
@@ -93,6 +96,12 @@ def sim(monkeypatch):
     return d
 
 
+def leads(d: Device) -> list[float]:
+    """The delays queued after the calibration (its 1000 cycles, then three of 1e6)."""
+    assert d.sleeps[1:4] == [pytest.approx(1e6 / CYCLES_PER_US)] * 3
+    return d.sleeps[4:]
+
+
 def step_of(d: Device, host_us: float, device_us: float):
     def step():
         d.host += host_us
@@ -116,7 +125,31 @@ def test_graph_samples_are_device_time_although_the_replay_launch_is_slow(sim):
     t = timing.time_cuda(step_of(sim, host_us=300.0, device_us=5.0), "cuda", CFG, launch="graph")
     assert t.timer == "cuda_graph" and t.calls_per_sample == 20  # blocks of >= 100 µs of device time
     assert statistics.median(t.samples_us) == pytest.approx(5.0, abs=0.01)
-    assert len(sim.sleeps) >= len(t.samples_us)  # one prefill per sample (and per estimate)
+    assert max(t.samples_us) == pytest.approx(5.0, abs=0.01) and t.late_samples == 0
+    # three estimates behind one lead delay, then one per batch of 10 queued samples
+    assert len(leads(sim)) == 1 + -(-len(t.samples_us) // 10)
+
+
+def test_a_host_slower_than_its_graph_samples_gets_them_dropped_not_timed(sim):
+    # 100 µs blocks whose replay costs the host 300 µs: the 200 µs lead covers the first sample of a
+    # chunk only; the device reaches the later ones' start before their replay is queued (each would
+    # read the host's 300 + 4 µs). They are dropped and counted, and the lead doubles.
+    sim.replay_us = 300.0
+    t = timing.time_cuda(step_of(sim, host_us=10.0, device_us=5.0), "cuda", CFG, launch="graph")
+    assert t.calls_per_sample == 20 and t.late_samples > 0  # the estimate too was of device time only
+    assert max(t.samples_us) == pytest.approx(5.0, abs=0.01) and len(t.samples_us) >= CFG.min_samples
+    assert leads(sim)[0] == pytest.approx(timing.DELAY_US, rel=0.01) and max(leads(sim)) >= 4 * timing.DELAY_US
+
+
+def test_the_graph_chunk_is_the_batch_the_stopping_rule_asks_for(sim):
+    # under a floor the batches are about 25 ms of samples: 250 of 100 µs, queued behind one lead each
+    cfg = TimingConfig(warmup_s=0.001, min_samples=10, max_samples=200, max_time_s=1.0, target_rel_err=0.0,
+                       min_time_s=0.05)
+    t = timing.time_cuda(step_of(sim, host_us=10.0, device_us=100.0), "cuda", cfg, launch="graph")
+    assert t.calls_per_sample == 1 and t.late_samples == 0
+    assert statistics.median(t.samples_us) == pytest.approx(100.0, abs=0.01)
+    # one lead for the estimates, one for the first 10, then about 250 samples a lead
+    assert sum(t.samples_us) / 1e6 >= 0.05 and len(leads(sim)) == 2 + round((len(t.samples_us) - 10) / 250)
 
 
 def test_graph_block_for_a_long_kernel_is_one_call(sim):

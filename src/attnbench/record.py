@@ -84,8 +84,12 @@ _TIMING = [
     _c("samples_us", list, "JSON list of raw per-call times in microseconds", ATTEMPT, ONLY_OK, ONLY_OK),
     _c("calls_per_sample", int, "k calls between one pair of events (block timing)", ATTEMPT, TIMED, ONLY_OK),
     _c("timer", str, "cuda_event (eager: k calls from the host, host cost included when it is the slower), "
-                     "cuda_graph (replays behind a device-side delay: device time only) or host_clock (CPU)",
+                     "cuda_graph (replays queued in chunks behind a device-side delay, each sample kept only "
+                     "when queued before the device reached it: device time only) or host_clock (CPU)",
        ATTEMPT, TIMED, ONLY_OK),
+    _c("late_samples", int, "cuda_graph samples dropped because the device reached their start event before the "
+                            "host had queued their end event (the lead delay then doubles); 0 otherwise",
+       ATTEMPT, TIMED),
     _c("converged", bool, "1 when the median's 95% half-width reached the target", ATTEMPT, TIMED, ONLY_OK),
     _c("rel_err", float, "95% half-width of the median over the median at stop", ATTEMPT, TIMED),
     _c("warmup_calls", int, "calls in the timed warm-up", ATTEMPT, TIMED, ONLY_OK),

@@ -66,6 +66,7 @@ class Timing:
     rel_err: float | None = None
     trend: float | None = None  # see trend(); None with fewer than 6 samples
     stationary: bool = False  # warm-up settled and |trend| <= TREND_LIMIT
+    late_samples: int = 0  # graph samples dropped: the device reached their start before the host had queued them
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -109,6 +110,7 @@ def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing,
     10 samples; under a min_time_s they last about BATCH_S instead (more samples of the same block,
     never a longer block: what one sample measures does not depend on the floor)."""
     on_batch = on_batch or (lambda: None)
+    plan = getattr(sample, "plan", None)  # a pipelined sampler queues the batch's samples together
     on_batch()
     t0 = time.perf_counter()
     floor = cfg.min_time_s
@@ -119,6 +121,8 @@ def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing,
         if floor > 0 and t.samples_us:
             batch = max(batch, math.ceil(BATCH_S / max(sampled / len(t.samples_us), 1e-6)))
         batch = min(batch, cap - len(t.samples_us))
+        if plan:
+            plan(batch)
         for _ in range(batch):
             us = sample()
             t.samples_us.append(us)
@@ -134,6 +138,7 @@ def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing,
             break  # slow calls: the time cap wins over min_samples (`converged` says whether they were)
     if t.rel_err == math.inf:
         t.rel_err = None
+    t.late_samples = getattr(sample, "late", 0)
     t.trend = trend(t.samples_us)
     # with fewer than 6 samples there is no trend to test: the warm-up alone vouches for them
     t.stationary = t.warmup_settled and (t.trend is None or abs(t.trend) <= TREND_LIMIT)
@@ -224,14 +229,16 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
     if launch == "graph":
         k = 1
         graph = capture_graph(step, 1, device)
-        est = sorted(events(graph.replay, 1, True) for _ in range(3))[1]
+        first = GraphSampler(graph.replay, 1, device, flush)
+        first.plan(3)
+        est = sorted(first() for _ in range(3))[1]
         if not flush and est < cfg.min_block_us:
             k = max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
             del graph
             graph = capture_graph(step, k, device)
         graph.replay()
         torch.cuda.synchronize()
-        t = _collect(lambda: events(graph.replay, k, True), cfg, _timing(w, k, "cuda_graph"), on_batch)
+        t = _collect(GraphSampler(graph.replay, k, device, flush), cfg, _timing(w, k, "cuda_graph"), on_batch)
         t.replay = lambda: (graph.replay(), graph.last_output)[1]
         return t
 
@@ -246,6 +253,61 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
             step()
 
     return _collect(lambda: events(block, k, False), cfg, _timing(w, k, "cuda_event"), on_batch)
+
+
+MAX_CHUNK = 1024  # graph samples queued behind one lead delay, at most
+MAX_LEAD_US = 10_000.0  # the lead delay doubles after a late sample, up to this
+
+
+class GraphSampler:
+    """Graph samples queued in chunks: one device-side delay (the lead), then for each sample the
+    flush (cold L2), the start event, the replay and the end event, back to back, and one sync for
+    the chunk. _collect's plan(n) sizes the next chunk to the samples its batch asks for.
+
+    A sample is kept only if the device had not reached its start event when the host had queued its
+    end event (start.query() is still False then): the events then bracket the replay's device time
+    and none of the host's. A sample the host was late for is dropped and counted (`late`), and the
+    lead doubles for the next chunk (up to MAX_LEAD_US): a host slower than the device's samples still
+    gets the first samples of every chunk in. Samples left when the caller stops are dropped; the
+    chunk's sync has already run them."""
+
+    def __init__(self, replay: Callable[[], Any], k: int, device: str, flush: Callable[[], None] | None = None):
+        self.replay, self.k, self.device, self.flush = replay, k, device, flush
+        self.lead, self.late, self.want = DELAY_US, 0, 1
+        self.ready: list[float] = []
+        self.pairs: list = []
+
+    def plan(self, n: int) -> None:
+        self.want = max(1, n)
+        self.ready.clear()  # a new batch starts from fresh samples
+
+    def __call__(self) -> float:
+        while not self.ready:
+            self._chunk(min(self.want, MAX_CHUNK))
+        self.want = max(1, self.want - 1)
+        return self.ready.pop(0)
+
+    def _chunk(self, n: int) -> None:
+        import torch
+
+        while len(self.pairs) < n:
+            self.pairs.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+        pairs, late = self.pairs[:n], []
+        device_delay(self.device, self.lead)
+        for start, end in pairs:
+            if self.flush:
+                self.flush()
+            start.record()
+            self.replay()
+            end.record()
+            late.append(start.query())
+        pairs[-1][1].synchronize()
+        for (start, end), was_late in zip(pairs, late):
+            if not was_late:
+                self.ready.append(start.elapsed_time(end) * 1e3 / self.k)
+        if any(late):
+            self.late += sum(late)
+            self.lead = min(2 * self.lead, MAX_LEAD_US)
 
 
 class GraphCaptureError(RuntimeError):

@@ -18,7 +18,8 @@ from ..workloads.axes import AXES
 # as the store and older rows already hold its values ('excluded' in decode rows, NULL in others): the
 # migration adds nothing; the version keeps an older attnbench from reading 'included' rows as the
 # decode it knows.
-SCHEMA_VERSION = 8
+# 9: late_samples (graph samples queued in chunks, those the host was late for dropped and counted).
+SCHEMA_VERSION = 9
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):
