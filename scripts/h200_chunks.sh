@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# One H200: the graph-sampling GPU tests, then chunked graph samples against one sample per delay on
+# the same graphs (scripts/graph_chunks.py): quick's decode graph rows with warm L2, a few with cold.
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
+python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "chunked or graph_samples or hidden or real_backends" 2>&1 | tail -5
+python3 scripts/graph_chunks.py --grid quick --where launch=graph --backends ${BACKENDS:-sdpa-flash,sdpa-cudnn,sdpa-efficient,flex} \
+  --limit 24 --samples 100 --rounds 3 > "$OUT/chunks-warm.txt" 2>&1
+python3 scripts/graph_chunks.py --grid quick --where launch=graph --backends sdpa-flash,sdpa-cudnn --l2 cold \
+  --limit 8 --samples 100 --rounds 3 > "$OUT/chunks-cold.txt" 2>&1
+tail -4 "$OUT/chunks-cold.txt"
+tail -4 "$OUT/chunks-warm.txt"
