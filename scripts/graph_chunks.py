@@ -74,11 +74,13 @@ def main(argv=None) -> int:
             try:
                 inputs, _ = cache.get(w, dev, 0)
                 prepared = Prepared.of(b.prepare(w, inputs))
+                with (prepared.context or contextlib.nullcontext()):
+                    timing.cold_call(make_step(w, prepared, inputs, first=True), dev)
             except Exception as e:  # a backend that refuses the workload: said, not timed
                 print(f"{w.label()[:34]:34} {b.name:14} skipped: {type(e).__name__}: {str(e).splitlines()[0][:60]}")
+                cache.clear()
                 continue
             with (prepared.context or contextlib.nullcontext()):
-                timing.cold_call(make_step(w, prepared, inputs, first=True), dev)
                 step = make_step(w, prepared, inputs)
                 graph = timing.capture_graph(step, 1, dev)
                 est = statistics.median(per_delay(graph, 1, 3))

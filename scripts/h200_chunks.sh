@@ -5,7 +5,8 @@ set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
-python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "chunked or graph_samples or hidden or real_backends" 2>&1 | tail -5
+python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "${TESTS:-chunked or graph_samples or hidden or real_backends}" \
+  --tb=short > "$OUT/gpu-tests.txt" 2>&1; tail -3 "$OUT/gpu-tests.txt"
 python3 scripts/graph_chunks.py --grid quick --where launch=graph --backends ${BACKENDS:-sdpa-flash,sdpa-cudnn,sdpa-efficient,flex} \
   --limit 24 --samples 100 --rounds 3 > "$OUT/chunks-warm.txt" 2>&1
 python3 scripts/graph_chunks.py --grid quick --where launch=graph --backends sdpa-flash,sdpa-cudnn --l2 cold \

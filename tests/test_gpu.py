@@ -126,7 +126,7 @@ def test_graph_samples_are_device_time_and_eager_samples_carry_the_host():
 def test_chunked_graph_samples_agree_with_one_sample_behind_each_delay(l2):
     """GraphSampler queues a chunk of samples behind one delay; the same graphs timed one sample per
     delay and sync (interleaved, three rounds) must give medians within 3%, with no late sample, and
-    the chunks must fill more of their wall with samples."""
+    warm chunks must fill more of their wall with samples."""
     import statistics
     import time
 
@@ -158,7 +158,8 @@ def test_chunked_graph_samples_agree_with_one_sample_behind_each_delay(l2):
         ratio = statistics.median(chunked) / statistics.median(one)
         assert abs(ratio - 1) < 0.03, (n, l2, ratio)
         assert sampler.late == 0
-        assert sum(chunked) / wall[1] > sum(one) / wall[0], (n, l2)
+        if l2 == "warm":  # cold samples stay one a lead (GraphSampler): no fill to gain
+            assert sum(chunked) / wall[1] > sum(one) / wall[0], (n, l2)
 
 HIDDEN = """
 name: hidden-work

@@ -202,3 +202,14 @@ def test_a_settling_device_kernel_is_timed_once_settled(sim):
     assert statistics.median(t.samples_us) == pytest.approx(500.0, rel=0.01)
     assert abs(t.trend) < 0.01 and t.stationary
     assert len(calls) == -(-len(t.samples_us) // 10) + 1  # before, between and after the batches
+
+
+def test_cold_graph_samples_stay_one_a_lead_with_the_flush_before_it(sim):
+    log = []
+    replay = lambda: (log.append("replay"), sim.kernel(30.0))
+    sampler = timing.GraphSampler(replay, 1, "cuda", flush=lambda: (log.append("flush"), sim.kernel(40.0)))
+    n = len(sim.sleeps)
+    sampler.plan(5)
+    got = [sampler() for _ in range(5)]
+    assert got == [pytest.approx(30.0)] * 5 and sampler.late == 0
+    assert log == ["flush", "replay"] * 5 and len(sim.sleeps) - n == 5 + 4  # 4: the first call's calibration

@@ -261,8 +261,11 @@ MAX_LEAD_US = 10_000.0  # the lead delay doubles after a late sample, up to this
 
 class GraphSampler:
     """Graph samples queued in chunks: one device-side delay (the lead), then for each sample the
-    flush (cold L2), the start event, the replay and the end event, back to back, and one sync for
-    the chunk. _collect's plan(n) sizes the next chunk to the samples its batch asks for.
+    start event, the replay and the end event, back to back, and one sync for the chunk. _collect's
+    plan(n) sizes the next chunk to the samples its batch asks for. With cold L2 (flush) a chunk is
+    one sample, its flush before the lead: on the H200, decode samples right behind a flush read
+    2-10% longer than samples 200 µs after it (scripts/graph_chunks.py --l2 cold), so cold samples
+    stay as they were measured before chunks.
 
     A sample is kept only if the device had not reached its start event when the host had queued its
     end event (start.query() is still False then): the events then bracket the replay's device time
@@ -293,10 +296,11 @@ class GraphSampler:
         while len(self.pairs) < n:
             self.pairs.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
         pairs, late = self.pairs[:n], []
+        if self.flush:  # cold L2: one sample a chunk, flushed before its lead as before chunks existed
+            pairs = pairs[:1]
+            self.flush()
         device_delay(self.device, self.lead)
         for start, end in pairs:
-            if self.flush:
-                self.flush()
             start.record()
             self.replay()
             end.record()
