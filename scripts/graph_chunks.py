@@ -71,16 +71,18 @@ def main(argv=None) -> int:
     for w in grid:
         w = Workload.from_dict({**w.to_dict(), "launch": "graph", "l2": args.l2})
         for b in chosen:
-            try:
-                inputs, _ = cache.get(w, dev, 0)
-                prepared = Prepared.of(b.prepare(w, inputs))
-                with (prepared.context or contextlib.nullcontext()):
+            with contextlib.ExitStack() as stack:
+                try:
+                    inputs, _ = cache.get(w, dev, 0)
+                    prepared = Prepared.of(b.prepare(w, inputs))
+                    if prepared.context is not None:  # held for the whole attempt, as the runner does
+                        stack.enter_context(prepared.context)
                     timing.cold_call(make_step(w, prepared, inputs, first=True), dev)
-            except Exception as e:  # a backend that refuses the workload: said, not timed
-                print(f"{w.label()[:34]:34} {b.name:14} skipped: {type(e).__name__}: {str(e).splitlines()[0][:60]}")
-                cache.clear()
-                continue
-            with (prepared.context or contextlib.nullcontext()):
+                except Exception as e:  # a backend that refuses the workload: said, not timed
+                    print(f"{w.label()[:34]:34} {b.name:14} skipped: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:60]}")
+                    cache.clear()
+                    continue
                 step = make_step(w, prepared, inputs)
                 graph = timing.capture_graph(step, 1, dev)
                 est = statistics.median(per_delay(graph, 1, 3))
