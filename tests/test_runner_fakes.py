@@ -687,3 +687,31 @@ def test_every_attempt_returns_the_memory_torch_cached_and_a_pool_holder_its_poo
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # a CPU worker never touches CUDA
     worker.after_attempt(Pool(name="plain", family="x"))
     assert calls == []
+
+
+def test_a_fault_reported_when_the_worker_gives_memory_back_is_a_crash_row_not_a_lost_one(monkeypatch):
+    """A kernel's illegal access can surface only at empty_cache() after the attempt: the row then
+    says CRASH with the error (the worker stops after sending it); an attempt that already broke the
+    context is sent as it is, nothing run through that context again."""
+    import torch
+
+    from attnbench.backends.base import Backend
+    from attnbench.runner import worker
+
+    calls = []
+
+    def broken():
+        calls.append("empty_cache")
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", broken)
+    b = Backend(name="b", family="x")
+    res = worker.finish({"status": "OK", "reason": None, "median_us": 5.0}, b)
+    assert res["status"] == "CRASH" and res["fatal"]  # the record clears what a CRASH row cannot hold
+    assert res["reason"] == ("CUDA context broken after the attempt: RuntimeError: CUDA error: "
+                             "an illegal memory access was encountered")
+    fatal = {"status": "CRASH", "reason": "CUDA context broken: x", "fatal": True}
+    calls.clear()
+    assert worker.finish(fatal, b) is fatal and calls == []

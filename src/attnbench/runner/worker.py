@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+from ..status import Status
+
 
 def _watch_parent(parent: int) -> None:
     # If the supervisor is killed (kill -9), a worker must not outlive it.
@@ -94,6 +96,21 @@ def after_attempt(backend) -> None:
         torch.cuda.empty_cache()
 
 
+def finish(res: dict, backend) -> dict:
+    """after_attempt() for an attempt that left its CUDA context usable. What fails there is CUDA's
+    runtime (a kernel's fault reported late, at empty_cache): the row becomes a CRASH that says so and
+    the worker stops, instead of dying with the row unsent."""
+    if res.get("fatal"):
+        return res  # the context is broken already: nothing can be given back through it
+    try:
+        after_attempt(backend)
+    except Exception as e:
+        first = (str(e).splitlines() or [""])[0]
+        return {**res, "status": Status.CRASH.value, "fatal": True,
+                "reason": f"CUDA context broken after the attempt: {type(e).__name__}: {first}"}
+    return res
+
+
 def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
                 log_path: str | None = None, warm: dict | None = None) -> None:
     if warm and warm.get("cores") and hasattr(os, "sched_setaffinity"):  # before torch sizes its thread pools
@@ -151,8 +168,7 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             continue
         if op == "attempt":
             backend = backends[msg["backend"]]
-            res = attempt.run(msg, backend, cache, classifier)
-            after_attempt(backend)
+            res = finish(attempt.run(msg, backend, cache, classifier), backend)
             if res.get("status") != "OK":
                 cache.clear()  # a failed backend may have scribbled on the shared inputs
             conn.send(res)
