@@ -76,8 +76,11 @@ def rel_halfwidth(samples: list[float]) -> float:
     """95% half-width of the median (normal approximation, 1.2533·σ/√n) relative to the median."""
     if len(samples) < 3:
         return math.inf
-    med = statistics.median(samples)
-    return 1.96 * 1.2533 * statistics.stdev(samples) / math.sqrt(len(samples)) / med if med > 0 else math.inf
+    import numpy as np  # the rule reads it after every batch: statistics.stdev took 2 ms at 5000 samples
+
+    a = np.asarray(samples, dtype=np.float64)
+    med = float(np.median(a))
+    return 1.96 * 1.2533 * float(a.std(ddof=1)) / math.sqrt(len(a)) / med if med > 0 else math.inf
 
 
 def trend(samples: list[float]) -> float | None:
