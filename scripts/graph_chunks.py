@@ -29,8 +29,6 @@ def main(argv=None) -> int:
     p.add_argument("--l2", choices=("warm", "cold"), default="warm")
     args = p.parse_args(argv)
 
-    import torch
-
     from attnbench.backends.base import Prepared
     from attnbench.backends.registry import all_backends
     from attnbench.measure import timing
@@ -49,21 +47,12 @@ def main(argv=None) -> int:
                                                    for a, vs in wanted.items())][: args.limit]
     cache = attempt.WorkloadCache()
     dev = args.device
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     flush = timing._L2Flusher(dev) if args.l2 == "cold" else None
 
-    def per_delay(graph, k, n):
-        out = []
-        for _ in range(n):
-            if flush:
-                flush()
-            timing.device_delay(dev)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            out.append(start.elapsed_time(end) * 1e3 / k)
-        return out
+    def per_delay(graph, k, n):  # one sample a lead and a sync: how graph samples were taken before chunks
+        one = timing.GraphSampler(graph.replay, k, dev, flush, most=1)
+        one.plan(n)
+        return [one() for _ in range(n)]
 
     print(f"{'workload':34} {'backend':14} {'k':>3} {'delay µs':>9} {'chunk µs':>9} {'ratio':>6} "
           f"{'late':>4} {'fill d':>6} {'fill c':>6}")

@@ -139,20 +139,11 @@ def test_chunked_graph_samples_agree_with_one_sample_behind_each_delay(l2):
     from attnbench.measure import timing
 
     flush = timing._L2Flusher("cuda") if l2 == "cold" else None
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def one_per_delay(graph, k, n):
-        out = []
-        for _ in range(n):
-            if flush:
-                flush()
-            timing.device_delay("cuda")
-            a.record()
-            graph.replay()
-            b.record()
-            b.synchronize()
-            out.append(a.elapsed_time(b) * 1e3 / k)
-        return out
+    def one_per_delay(graph, k, n):  # chunks of one: a lead and a sync for every sample
+        one = timing.GraphSampler(graph.replay, k, "cuda", flush, most=1)
+        one.plan(n)
+        return [one() for _ in range(n)]
 
     for n, blocks in ((512, False), (512, True), (4096, True)):
         x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -180,6 +171,7 @@ def test_chunked_graph_samples_agree_with_one_sample_behind_each_delay(l2):
             assert sum(chunked) * k / wall[1] > sum(one) * k / wall[0], (n, k)
         else:
             assert sampler.late > 0, (n, k)
+
 
 HIDDEN = """
 name: hidden-work

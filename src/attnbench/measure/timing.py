@@ -210,25 +210,12 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
     eager: k back-to-back calls from the host, as an eager model issues them; when the host is
     slower than the kernel, its launch cost is in the sample (that is what eager costs). k makes
     the block last ≥ eager_block_us so the first launch's latency is amortised.
-    graph: k calls captured in one CUDA graph; each replay is preceded by a device-side delay
-    (device_delay) so the sample is device time only; k makes the block last ≥ min_block_us."""
+    graph: k calls captured in one CUDA graph, replays queued in chunks behind a device-side delay
+    (GraphSampler) so each sample is device time only; k makes the block last ≥ min_block_us."""
     import torch
 
     w = warmup(step, device, cfg.warmup_s, cfg.warmup_max_s)
     flush = _L2Flusher(device) if l2 == "cold" else None
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def events(fn: Callable[[], Any], k: int, ahead: bool) -> float:
-        if flush:
-            flush()
-        if ahead:
-            device_delay(device)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3 / k
-
     if launch == "graph":
         k = 1
         graph = capture_graph(step, 1, device)
@@ -245,17 +232,28 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
         t.replay = lambda: (graph.replay(), graph.last_output)[1]
         return t
 
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def events(fn: Callable[[], Any], k: int) -> float:
+        if flush:
+            flush()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / k
+
     if flush or w.per_call_us() > cfg.eager_block_us:  # a call this long amortises its own launch
         k = 1
     else:
-        est = sorted(events(step, 1, False) for _ in range(3))[1]
+        est = sorted(events(step, 1) for _ in range(3))[1]
         k = max(1, math.ceil(cfg.eager_block_us / max(est, 1e-3)))
 
     def block():
         for _ in range(k):
             step()
 
-    return _collect(lambda: events(block, k, False), cfg, _timing(w, k, "cuda_event"), on_batch)
+    return _collect(lambda: events(block, k), cfg, _timing(w, k, "cuda_event"), on_batch)
 
 
 MAX_CHUNK = 1024  # graph samples queued behind one lead delay, at most
@@ -277,8 +275,11 @@ class GraphSampler:
     gets the first samples of every chunk in. Samples left when the caller stops are dropped; the
     chunk's sync has already run them."""
 
-    def __init__(self, replay: Callable[[], Any], k: int, device: str, flush: Callable[[], None] | None = None):
-        self.replay, self.k, self.device, self.flush = replay, k, device, flush
+    def __init__(self, replay: Callable[[], Any], k: int, device: str, flush: Callable[[], None] | None = None,
+                 most: int = MAX_CHUNK):
+        """most: the longest chunk (1: one sample a lead and a sync, how graph samples were taken
+        before chunks, kept for comparisons)."""
+        self.replay, self.k, self.device, self.flush, self.most = replay, k, device, flush, most
         self.lead, self.late, self.want = DELAY_US, 0, 1
         self.ready: list[float] = []
         self.pairs: list = []
@@ -289,7 +290,7 @@ class GraphSampler:
 
     def __call__(self) -> float:
         while not self.ready:
-            self._chunk(min(self.want, MAX_CHUNK))
+            self._chunk(min(self.want, self.most))
         self.want = max(1, self.want - 1)
         return self.ready.pop(0)
 
