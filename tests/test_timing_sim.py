@@ -213,3 +213,19 @@ def test_cold_graph_samples_stay_one_a_lead_with_the_flush_before_it(sim):
     got = [sampler() for _ in range(5)]
     assert got == [pytest.approx(30.0)] * 5 and sampler.late == 0
     assert log == ["flush", "replay"] * 5 and len(sim.sleeps) - n == 5 + 4  # 4: the first call's calibration
+
+
+def test_a_graph_sample_longer_than_a_chunk_is_queued_alone_and_the_time_cap_wastes_none(sim):
+    # 30 ms blocks: the first batch asks for 10, but a chunk holds at most CHUNK_S of samples, so each
+    # is queued behind a lead of its own; the cap (0.05 s) stops at 5 samples, none queued unread
+    calls = []
+
+    def step():
+        calls.append(1)
+        sim.host += 10.0
+        sim.kernel(30_000.0)
+
+    t = timing.time_cuda(step, "cuda", CFG, launch="graph")
+    assert t.calls_per_sample == 1 and len(t.samples_us) == timing.MIN_SAMPLES_AT_CAP
+    assert statistics.median(t.samples_us) == pytest.approx(30_000.0)
+    assert len(leads(sim)) == 1 + len(t.samples_us)  # the estimates' chunk, then one a sample

@@ -3,6 +3,7 @@
 Raw per-call samples are returned; statistics beyond the stopping rule belong to analysis."""
 from __future__ import annotations
 
+import collections
 import math
 import statistics
 import time
@@ -228,7 +229,8 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
             graph = capture_graph(step, k, device)
         graph.replay()
         torch.cuda.synchronize()
-        t = _collect(GraphSampler(graph.replay, k, device, flush), cfg, _timing(w, k, "cuda_graph"), on_batch)
+        sampler = GraphSampler(graph.replay, k, device, flush, sample_s=est * k / 1e6)
+        t = _collect(sampler, cfg, _timing(w, k, "cuda_graph"), on_batch)
         t.replay = lambda: (graph.replay(), graph.last_output)[1]
         return t
 
@@ -257,13 +259,18 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
 
 
 MAX_CHUNK = 1024  # graph samples queued behind one lead delay, at most
+# a chunk lasts at most this long on the device (or one sample, where that is longer): a batch under a
+# floor (about BATCH_S) fits in one, and a slow sample is queued alone as before chunks
+CHUNK_S = 2 * BATCH_S
 MAX_LEAD_US = 10_000.0  # the lead delay doubles after a late sample, up to this
 
 
 class GraphSampler:
     """Graph samples queued in chunks: one device-side delay (the lead), then for each sample the
     start event, the replay and the end event, back to back, and one sync for the chunk. _collect's
-    plan(n) sizes the next chunk to the samples its batch asks for. With cold L2 (flush) a chunk is
+    plan(n) sizes the next chunk to the samples its batch asks for, and no longer than CHUNK_S of
+    samples (their length from the last chunk, or `sample_s` before the first): a chunk the rule's
+    time cap will not read is not queued. With cold L2 (flush) a chunk is
     one sample, its flush before the lead: on the H200, decode samples right behind a flush read
     2-10% longer than samples 200 µs after it (scripts/graph_chunks.py --l2 cold), so cold samples
     stay as they were measured before chunks.
@@ -276,12 +283,14 @@ class GraphSampler:
     chunk's sync has already run them."""
 
     def __init__(self, replay: Callable[[], Any], k: int, device: str, flush: Callable[[], None] | None = None,
-                 most: int = MAX_CHUNK):
+                 most: int = MAX_CHUNK, sample_s: float | None = None):
         """most: the longest chunk (1: one sample a lead and a sync, how graph samples were taken
-        before chunks, kept for comparisons)."""
+        before chunks, kept for comparisons); sample_s: the device seconds of one sample (a replay
+        of k calls), if known before the first chunk."""
         self.replay, self.k, self.device, self.flush, self.most = replay, k, device, flush, most
+        self.sample_s = sample_s
         self.lead, self.late, self.want = DELAY_US, 0, 1
-        self.ready: list[float] = []
+        self.ready: collections.deque[float] = collections.deque()
         self.pairs: list = []
 
     def plan(self, n: int) -> None:
@@ -290,9 +299,12 @@ class GraphSampler:
 
     def __call__(self) -> float:
         while not self.ready:
-            self._chunk(min(self.want, self.most))
+            n = min(self.want, self.most)
+            if self.sample_s:
+                n = min(n, max(1, int(CHUNK_S / self.sample_s)))
+            self._chunk(n)
         self.want = max(1, self.want - 1)
-        return self.ready.pop(0)
+        return self.ready.popleft()
 
     def _chunk(self, n: int) -> None:
         import torch
@@ -310,9 +322,10 @@ class GraphSampler:
             end.record()
             late.append(start.query())
         pairs[-1][1].synchronize()
-        for (start, end), was_late in zip(pairs, late):
-            if not was_late:
-                self.ready.append(start.elapsed_time(end) * 1e3 / self.k)
+        kept = [start.elapsed_time(end) * 1e3 for (start, end), was_late in zip(pairs, late) if not was_late]
+        if kept:
+            self.sample_s = max(kept) / 1e6
+        self.ready.extend(us / self.k for us in kept)
         if any(late):
             self.late += sum(late)
             self.lead = min(2 * self.lead, MAX_LEAD_US)
