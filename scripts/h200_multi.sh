@@ -5,8 +5,9 @@
 # wall / summed timed samples (how much of the wall was spent timing).
 #   PHASES="one shard replicate"  which phases to run (each is about 9, 5 and 9 minutes on the full grid)
 #   GRID_ARGS="--grid quick"       e.g. "--grid quick --modes decode" for a shorter comparison
-#   PHASE_LIMIT=560                seconds per phase (a phase cut short resumes on the next call;
-#                                  its wall is then not comparable and is marked "cut")
+#   PHASE_LIMIT=560                seconds per phase (a phase cut short resumes on the next call with
+#                                  the same DB_DIR; its wall is then the sum over the calls, marked
+#                                  "cut" while the latest call was cut)
 #   REPEATS=3                      repeats of every phase (REPEATS_replicate=1 overrides one phase,
 #                                  LIMIT_shard=300 the limit of one phase)
 #   BACKENDS=sdpa-flash,...        the backends (default: the seven built-in torch backends of the
@@ -42,10 +43,12 @@ done
 python3 - "$DB_DIR" <<'PY'
 import json, sqlite3, sys
 out = sys.argv[1]
-walls = {}
+walls, calls = {}, {}
 for line in open(f"{out}/walls.txt"):
     phase, wall, rc = line.split()
-    walls[phase] = (float(wall), int(rc))  # the latest call of each phase
+    # a phase resumed over several calls (each cut at its limit) took the sum of their walls
+    walls[phase] = (walls.get(phase, (0.0, 0))[0] + float(wall), int(rc))
+    calls[phase] = calls.get(phase, 0) + 1
 for phase, (wall, rc) in walls.items():
     c = sqlite3.connect(f"{out}/multi-{phase}.sqlite")
     timed = sum(sum(json.loads(s)) * (k or 1) / 1e6 for s, k in
@@ -53,7 +56,7 @@ for phase, (wall, rc) in walls.items():
     n = c.execute("select count(*) from attempts").fetchone()[0]
     per = c.execute("select device_index, host_cores, count(*), round(sum(wall_s), 1) from attempts "
                     "where wall_s > 0 group by 1, 2").fetchall()
-    print(f"{phase:9s} wall {wall:7.1f} s{' (cut)' if rc else ''}  rows {n}  timed {timed:6.1f} s  "
+    print(f"{phase:9s} wall {wall:7.1f} s{' (cut)' if rc else ''}{f' ({calls[phase]} calls)' if calls[phase] > 1 else ''}  rows {n}  timed {timed:6.1f} s  "
           f"wall/timed {wall / timed if timed else float('nan'):5.1f}  per device (index, cores, rows, wall_s) {per}")
     phases = {}
     for (p,) in c.execute("select phases_s from attempts where phases_s is not null"):
