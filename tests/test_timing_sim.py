@@ -229,3 +229,12 @@ def test_a_graph_sample_longer_than_a_chunk_is_queued_alone_and_the_time_cap_was
     assert t.calls_per_sample == 1 and len(t.samples_us) == timing.MIN_SAMPLES_AT_CAP
     assert statistics.median(t.samples_us) == pytest.approx(30_000.0)
     assert len(leads(sim)) == 1 + len(t.samples_us)  # the estimates' chunk, then one a sample
+
+
+def test_a_replay_the_host_cannot_queue_within_the_longest_lead_is_not_timed(sim):
+    # 20 ms of host time per replay: every lead up to MAX_LEAD_US (10 ms) runs out before the end event
+    # is queued, so no sample is device time; the attempt is refused instead of sampling forever
+    sim.replay_us = 20_000.0
+    with pytest.raises(timing.GraphTimingError, match="longer than 10 ms to queue one replay"):
+        timing.time_cuda(step_of(sim, host_us=10.0, device_us=50.0), "cuda", CFG, launch="graph")
+    assert max(leads(sim)) == pytest.approx(timing.MAX_LEAD_US, rel=0.01) and isinstance(timing.GraphTimingError("x"), timing.GraphCaptureError)

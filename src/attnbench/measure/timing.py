@@ -270,16 +270,18 @@ class GraphSampler:
     start event, the replay and the end event, back to back, and one sync for the chunk. _collect's
     plan(n) sizes the next chunk to the samples its batch asks for, and no longer than CHUNK_S of
     samples (their length from the last chunk, or `sample_s` before the first): a chunk the rule's
-    time cap will not read is not queued. With cold L2 (flush) a chunk is
-    one sample, its flush before the lead: on the H200, decode samples right behind a flush read
-    2-10% longer than samples 200 µs after it (scripts/graph_chunks.py --l2 cold), so cold samples
-    stay as they were measured before chunks.
+    time cap will not read is not queued. With cold L2 (flush) a chunk is one sample, its flush
+    before the lead: on the H200, decode samples right behind a flush read 2-10% longer than samples
+    200 µs after it (scripts/graph_chunks.py --l2 cold), so cold samples stay as they were measured
+    before chunks.
 
     A sample is kept only if the device had not reached its start event when the host had queued its
     end event (start.query() is still False then): the events then bracket the replay's device time
     and none of the host's. A sample the host was late for is dropped and counted (`late`), and the
-    lead doubles for the next chunk (up to MAX_LEAD_US): a host slower than the device's samples still
-    gets the first samples of every chunk in. Samples left when the caller stops are dropped; the
+    lead doubles for the next chunk (up to MAX_LEAD_US): a host slower than the device's samples
+    still gets the first samples of every chunk in. A chunk at that lead that keeps no sample raises
+    GraphTimingError (the attempt is UNSUPPORTED): the host takes longer to queue one replay than any
+    lead covers, so no sample is device time. Samples left when the caller stops are dropped; the
     chunk's sync has already run them."""
 
     def __init__(self, replay: Callable[[], Any], k: int, device: str, flush: Callable[[], None] | None = None,
@@ -325,6 +327,9 @@ class GraphSampler:
         kept = [start.elapsed_time(end) * 1e3 for (start, end), was_late in zip(pairs, late) if not was_late]
         if kept:
             self.sample_s = max(kept) / 1e6
+        elif self.lead >= MAX_LEAD_US:
+            raise GraphTimingError(f"graph samples cannot be timed as device time: the host took longer than "
+                                   f"{MAX_LEAD_US / 1e3:.0f} ms to queue one replay of {self.k} call(s)")
         self.ready.extend(us / self.k for us in kept)
         if any(late):
             self.late += sum(late)
@@ -333,6 +338,10 @@ class GraphSampler:
 
 class GraphCaptureError(RuntimeError):
     pass
+
+
+class GraphTimingError(GraphCaptureError):
+    """The captured graph cannot be timed as device time (an UNSUPPORTED attempt, as a failed capture)."""
 
 
 def capture_graph(step: Callable[[], Any], k: int, device: str):
