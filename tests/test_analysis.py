@@ -267,3 +267,12 @@ def test_wall_by_phase_splits_the_sweep_wall_into_samples_gates_and_what_no_atte
     values = [v for _, v in o["wall_by_phase"]]
     assert values == sorted(values, reverse=True)
     assert run_overview(frame([ok(0, "a", 10.0, phases_s=None)]), [])["wall_by_phase"] == []  # no phases
+
+
+def test_the_overview_counts_the_late_graph_samples_of_ok_rows():
+    rows = [ok(0, "a", 10.0, late_samples=3), ok(1, "b", 11.0, late_samples=0), ok(2, "c", 12.0, late_samples=1),
+            ok(3, "d", 13.0, late_samples=None),  # a row from before the column
+            make_row(4, status="INCORRECT", reason="x", attempt_key="bad", late_samples=7)]
+    assert run_overview(frame(rows), [])["late_samples"] == {"samples": 4, "rows": 2}
+    old = frame([ok(0, "a", 10.0)]).drop(columns=["late_samples"], errors="ignore")  # an export before schema 9
+    assert run_overview(old, [])["late_samples"] == {"samples": 0, "rows": 0}

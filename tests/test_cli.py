@@ -276,6 +276,7 @@ def test_show_with_status(cli, filled):
            "0.198 TFLOP/s │ 20% │ slow │ 47.17 │ yes" in out, out
     assert "4 attempts (CRASH 1, OK 3)" in out, out  # the run overview line
     assert "Where the sweep's wall went" in out and "timed samples" in out, out
+    assert "were dropped, not timed" not in out  # no graph sample was late in this store
     status_table = out.split("Attempts per backend and status")[1]
     for line in ("broken │ 1 │ 0", "fast │ 0 │ 1", "ref │ 0 │ 1", "slow │ 0 │ 1"):
         assert line in status_table

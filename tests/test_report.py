@@ -51,3 +51,18 @@ def test_cpu_rows_get_no_kernel_column_and_no_caveat():
     assert r["clear"] and r["caveat"] is None
     out = render(terminal.show(best, {"attempts": 2, "status": {"OK": 2}}, None, "s.sqlite", 2))
     assert "kernel µs" not in out and "│ yes │" in out.replace("yes │", "yes │") and "(host-bound)" not in out
+
+
+def test_the_status_view_says_how_many_graph_samples_were_dropped_late():
+    import pandas as pd
+
+    best = best_per_workload(frame({}, {}), [])
+    counts = pd.DataFrame({"OK": [2]}, index=pd.Index(["fast"], name="backend"))
+    overview = {"attempts": 2, "status": {"OK": 2}, "late_samples": {"samples": 5, "rows": 3}}
+    out = " ".join(render(terminal.show(best, overview, counts, "s.sqlite", 2)).split())
+    assert "5 graph samples in 3 OK rows were dropped, not timed" in out, out
+    overview["late_samples"] = {"samples": 0, "rows": 0}
+    out = render(terminal.show(best, overview, counts, "s.sqlite", 2))
+    assert "dropped, not timed" not in out
+    out = render(terminal.show(best, overview | {"late_samples": {"samples": 5, "rows": 3}}, None, "s.sqlite", 2))
+    assert "dropped, not timed" not in out  # only with --status

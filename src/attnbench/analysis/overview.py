@@ -46,6 +46,9 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     out["timed_s"] = timed
     out["wall_over_timed"] = wall / timed if timed > 0 else None
     out["wall_by_phase"] = wall_by_phase(df, wall, timed)
+    # graph samples the host was late to queue (dropped, not timed; measure/timing.py: GraphSampler)
+    late = pd.to_numeric(ok.get("late_samples", pd.Series(dtype=float)), errors="coerce").fillna(0)
+    out["late_samples"] = {"samples": int(late.sum()), "rows": int((late > 0).sum())}
     cv = repeat_cv(df) if len(df) else pd.Series(dtype=float)
     out["cv"] = _cv_stats(cv)
     # eager samples carry the host's launch cost, graph samples device time only: report them apart

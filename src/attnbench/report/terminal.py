@@ -278,6 +278,11 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
         parts.append(status_table(counts))
         if overview.get("wall_by_phase"):
             parts.append(phase_table(overview["wall_by_phase"], overview.get("sweep_wall_s") or 0.0))
+        late = overview.get("late_samples") or {}
+        if late.get("rows"):
+            parts.append(f"{late['samples']} graph samples in {late['rows']} OK rows were dropped, not timed: the "
+                         "device reached them before the host had queued them (late_samples; "
+                         "docs/methodology.md 4.4)")
     return parts
 
 
