@@ -68,6 +68,8 @@ def make_store(path: Path, label: str) -> Path:
                 m, extra = None, {**extra, "status": "OOM_PREDICTED", "reason": "predicted 9 GiB > 8 GiB"}
             elif backend == "fast" and (mode, b, n, r) == ("prefill", 4, 256, 2):
                 m, extra = None, {"status": "CRASH", "reason": "worker killed by SIGABRT"}
+            elif backend == "fast" and mode == "decode" and r == 1:
+                extra["late_samples"] = 2  # graph samples the host was late for (dropped, counted)
             rows.append(row(backend, mode, b, n, r, m, label, **extra))
     s.insert_many(rows)
     s.finish_run(f"run-{label}")
@@ -332,6 +334,8 @@ def test_a_store_of_model_rows_only_gets_its_page_as_the_index(tmp_path, cli):
 
 def test_the_overview_says_where_each_stores_wall_went(one_site):
     index = (one_site / "index.html").read_text()
-    section = index.split("<h2>Where the sweep's wall went</h2>")[1]
+    section = index.split("<h2>Where the sweep's wall went</h2>")[1].split("</section>")[0]
     for phase in ("timed samples", "warm-up", "in attempts, between phases"):
-        assert phase in section.split("</section>")[0]
+        assert phase in section
+    decodes = sum(1 for (b, mode, *_), m in times("alpha").items() if b == "fast" and mode == "decode" and m)
+    assert f"store alpha: {2 * decodes:,} in {decodes:,} OK rows" in section and decodes

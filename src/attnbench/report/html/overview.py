@@ -118,10 +118,14 @@ def _wall(ctx: Context, overviews: dict) -> str:
         return ""
     cols = [Col("label", "store"), Col("phase", "phase"), Col("seconds", "seconds", numeric=True),
             Col("share", "share of the wall", numeric=True)]
+    late = [f"store {e(label)}: {o['late_samples']['samples']:,} in {o['late_samples']['rows']:,} OK rows"
+            for label, o in overviews.items() if (o.get("late_samples") or {}).get("rows")]
+    late_note = ("<p>Graph samples dropped, not timed, because the device reached them before the host had "
+            "queued them (<code>late_samples</code>, methodology 4.4): " + "; ".join(late) + ".</p>\n") if late else ""
     return ("<section>\n<h2>Where the sweep's wall went</h2>\n"
             + table(ctx.table_id(), cols, rows, "Timed samples against warm-up, each gate's phases, the time "
                     "between phases and what no attempt holds (worker starts, provenance, releases)")
-            + "</section>\n")
+            + late_note + "</section>\n")
 
 
 def methodology_brief(ctx: Context) -> str:
