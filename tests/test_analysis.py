@@ -269,6 +269,29 @@ def test_wall_by_phase_splits_the_sweep_wall_into_samples_gates_and_what_no_atte
     assert run_overview(frame([ok(0, "a", 10.0, phases_s=None)]), [])["wall_by_phase"] == []  # no phases
 
 
+def test_a_run_on_two_devices_is_judged_on_its_device_time():
+    """Two devices busy for a 2 s run spent 4 device-seconds: the phases add up to that (never 180% of
+    the wall), and wall ÷ timed is per device."""
+    import json
+
+    rows = [ok(i, "a", 10.0, samples_us=[1000.0] * 4, calls_per_sample=100, warmup_us=0.0, wall_s=1.5,
+               phases_s=json.dumps({"timing": 0.5, "cold_call": 0.5})) for i in range(2)]
+    run = {"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:02Z",
+           "provenance": {"devices": [{"label": "cpu:0"}, {"label": "cpu:1"}]}}
+    o = run_overview(frame(rows), [run])
+    assert o["sweep_wall_s"] == 2.0 and o["devices"] == 2 and o["sweep_device_s"] == 4.0
+    assert o["timed_s"] == pytest.approx(0.8) and o["wall_over_timed"] == pytest.approx(4.0 / 0.8)
+    got = dict(o["wall_by_phase"])
+    assert got["outside attempts"] == pytest.approx(4.0 - 3.0) and sum(got.values()) == pytest.approx(4.0)
+    one = run_overview(frame(rows), [{**run, "provenance": {}}])  # a one-device run (or an older store)
+    assert one["devices"] == 1 and one["sweep_device_s"] == 2.0 and one["wall_over_timed"] == pytest.approx(2.5)
+    from attnbench.report import terminal
+
+    line = terminal.overview_line(o)
+    assert "sweep wall 2 s on 2 devices (4 device-s) for 0.8 s of timed samples (×5.0)" in line, line
+    assert "on 1 devices" not in terminal.overview_line(one)
+
+
 def test_the_overview_counts_the_late_graph_samples_of_ok_rows():
     rows = [ok(0, "a", 10.0, late_samples=3), ok(1, "b", 11.0, late_samples=0), ok(2, "c", 12.0, late_samples=1),
             ok(3, "d", 13.0, late_samples=None),  # a row from before the column

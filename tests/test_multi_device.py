@@ -134,6 +134,13 @@ def test_eta_uses_the_median_of_earlier_ok_rows_else_the_default():
     assert est.seconds == pytest.approx((2.0 + 0.4 + DEFAULT_ATTEMPT_S) / 2)
 
 
+def test_the_eta_reads_as_seconds_minutes_or_hours():
+    from attnbench.runner.eta import duration
+
+    assert [duration(s) for s in (0.4, 42.0, 89.4, 90.0, 210.0, 5399.0, 5400.0, 7560.0)] == \
+        ["0 s", "42 s", "89 s", "1.5 min", "3.5 min", "90.0 min", "1.5 h", "2.1 h"]
+
+
 # ---- the executor, with simulated workers --------------------------------------------------------
 
 def test_sharding_keeps_whole_groups_on_one_device_and_writes_every_attempt_once(tmp_path):

@@ -24,28 +24,42 @@ def repeat_cv(df: pd.DataFrame) -> pd.Series:
     return cv[g.count() >= 2].dropna()
 
 
+def run_devices(run: dict) -> int:
+    """The devices a run measured on at once: its provenance's `devices` (--devices, Ray), else 1."""
+    prov = run.get("provenance") or {}
+    return max(len(prov.get("devices") or []), 1) if isinstance(prov, dict) else 1
+
+
 def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     """How a store's sweep went: attempts per status; sweep wall time (the runs' start to finish, or
-    to their last row if interrupted) over the summed timed device time (every sample × its calls);
-    and how well repeats agree (CV of per-repeat medians over workload × backend). Only runs with at
-    least one attempt in `df` count: the wall time of a run whose rows were filtered out (another tag)
-    or that wrote nothing new (a finished resume) was not spent on these attempts."""
+    to their last row if interrupted) and device time (each run's wall × the devices it ran on at
+    once) over the summed timed device time (every sample × its calls); and how well repeats agree
+    (CV of per-repeat medians over workload × backend). Only runs with at least one attempt in `df`
+    count: the wall time of a run whose rows were filtered out (another tag) or that wrote nothing new
+    (a finished resume) was not spent on these attempts. `wall_over_timed` is device time over timed
+    samples: on one device the wall's, on several what the sweep cost each device for its samples."""
     out: dict = {"attempts": int(len(df)),
                  "status": {k: int(v) for k, v in df["status"].value_counts().items()} if len(df) else {}}
-    wall = 0.0
+    wall = device_s = 0.0
+    devices = 1
     for r in runs:
         mine = df.loc[df["run_id"] == r["run_id"], "created_at"] if len(df) else ()
         if not len(mine):
             continue
-        wall += _seconds(r.get("started_at"), r.get("finished_at") or mine.max()) or 0.0
+        seconds = _seconds(r.get("started_at"), r.get("finished_at") or mine.max()) or 0.0
+        wall += seconds
+        device_s += seconds * run_devices(r)
+        devices = max(devices, run_devices(r))
     out["sweep_wall_s"] = wall
+    out["sweep_device_s"] = device_s
+    out["devices"] = devices
     ok = df[df["status"] == "OK"] if len(df) else df
     timed = 0.0
     for s, k in zip(ok.get("samples_us", []), ok.get("calls_per_sample", [])):
         timed += sum(json_list(s)) * (int(k) if pd.notna(k) else 1) / 1e6
     out["timed_s"] = timed
-    out["wall_over_timed"] = wall / timed if timed > 0 else None
-    out["wall_by_phase"] = wall_by_phase(df, wall, timed)
+    out["wall_over_timed"] = device_s / timed if timed > 0 else None
+    out["wall_by_phase"] = wall_by_phase(df, device_s, timed)
     # graph samples the host was late to queue (dropped, not timed; measure/timing.py: GraphSampler)
     late = pd.to_numeric(ok.get("late_samples", pd.Series(dtype=float)), errors="coerce").fillna(0)
     out["late_samples"] = {"samples": int(late.sum()), "rows": int((late > 0).sum())}
@@ -68,7 +82,8 @@ PHASE_LABELS = {"cold_call": "first call (compiles)", "hard": "hard-input checks
 
 
 def wall_by_phase(df: pd.DataFrame, wall: float, timed: float) -> list[tuple[str, float]]:
-    """Where a sweep's wall went, largest first: the timed samples; the rest of the timing phase
+    """Where a sweep's wall (its device time: wall × devices, run_overview) went, largest first: the
+    timed samples; the rest of the timing phase
     (warm-up, and blocks, telemetry and syncs between samples); each gate's summed phase seconds
     (every attempt, whatever its status); what attempts spent between their phases (the input
     fingerprints, memory handed back, the worker's messages); and what no attempt holds (worker starts and stops,

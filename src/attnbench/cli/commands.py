@@ -95,7 +95,7 @@ def _check_devices(args):
 
 def _print_eta(attempts, db: Path, n_devices: int, min_time_s: float = 0.0) -> None:
     """run --dry-run: what is already stored, and how long the rest takes by earlier rows."""
-    from ..runner.eta import DEFAULT_ATTEMPT_S, estimate, typical_sampled, typical_wall
+    from ..runner.eta import DEFAULT_ATTEMPT_S, duration, estimate, typical_sampled, typical_wall
     from ..store.db import Store
 
     rows, done = [], set()
@@ -107,7 +107,7 @@ def _print_eta(attempts, db: Path, n_devices: int, min_time_s: float = 0.0) -> N
             prior.close()
     todo = [a for a in attempts if a.key not in done]
     est = estimate(todo, typical_wall(rows), n_devices, min_time_s=min_time_s, sampled=typical_sampled(rows))
-    out.print(f"already stored: {len(attempts) - len(todo)}; ETA {est.seconds / 60:.1f} min on {n_devices} device(s) "
+    out.print(f"already stored: {len(attempts) - len(todo)}; ETA {duration(est.seconds)} on {n_devices} device(s) "
               f"({est.from_store} attempts at the median wall_s of earlier OK rows of their backend and mode, "
               f"{est.by_default} at {DEFAULT_ATTEMPT_S:g} s; worker start-up not included)")
 

@@ -204,7 +204,9 @@ def overview_line(o: dict) -> str:
     """attempts per status; sweep wall over timed device time; agreement of repeats per launch mode."""
     parts = [f"{o['attempts']} attempts (" + ", ".join(f"{k} {v}" for k, v in sorted(o["status"].items())) + ")"]
     if o.get("wall_over_timed"):
-        parts.append(f"sweep wall {o['sweep_wall_s']:.0f} s for {o['timed_s']:.1f} s of timed samples "
+        on = (f" on {o['devices']} devices ({o['sweep_device_s']:.0f} device-s)"
+              if o.get("devices", 1) > 1 else "")
+        parts.append(f"sweep wall {o['sweep_wall_s']:.0f} s{on} for {o['timed_s']:.1f} s of timed samples "
                      f"(×{o['wall_over_timed']:.1f})")
     for launch, c in o.get("cv_by_launch", {}).items():
         parts.append(f"{launch}: CV of per-repeat medians {100 * c['median']:.1f}% median, "
@@ -277,7 +279,8 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
     if counts is not None:
         parts.append(status_table(counts))
         if overview.get("wall_by_phase"):
-            parts.append(phase_table(overview["wall_by_phase"], overview.get("sweep_wall_s") or 0.0))
+            parts.append(phase_table(overview["wall_by_phase"], overview.get("sweep_device_s") or 0.0,
+                                     overview.get("devices", 1)))
         late = overview.get("late_samples") or {}
         if late.get("rows"):
             parts.append(f"{late['samples']} graph samples in {late['rows']} OK rows were dropped, not timed: the "
@@ -286,9 +289,10 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
     return parts
 
 
-def phase_table(phases: list[tuple[str, float]], wall: float) -> Table:
-    """Where the sweep's wall went (analysis/overview.wall_by_phase), seconds and share of the wall."""
-    t = Table(title="Where the sweep's wall went")
+def phase_table(phases: list[tuple[str, float]], wall: float, devices: int = 1) -> Table:
+    """Where the sweep's wall went (analysis/overview.wall_by_phase), seconds and share of the wall
+    (of the device time, wall × devices, when several devices ran at once)."""
+    t = Table(title="Where the sweep's wall went" + (f" (× {devices} devices)" if devices > 1 else ""))
     t.add_column("phase")
     t.add_column("seconds", justify="right")
     t.add_column("share", justify="right")

@@ -17,6 +17,15 @@ class Estimate:
     by_default: int  # attempts estimated at DEFAULT_ATTEMPT_S
 
 
+def duration(seconds: float) -> str:
+    """A duration as people read it: 42 s, 3.5 min, 2.1 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def typical_wall(rows: list[dict]) -> dict[tuple[str, str], float]:
     """Median wall_s per (backend, mode) over earlier OK rows."""
     by: dict[tuple[str, str], list[float]] = {}

@@ -41,8 +41,10 @@ def _headlines(ctx: Context, overviews: dict) -> str:
                       f"{p['changed_separated']} of {p['separated']} separated on both; {floor}"))
     for label, o in overviews.items():
         if o.get("wall_over_timed"):
+            on = (f" on {o['devices']} devices ({o['sweep_device_s']:.0f} device-s)"
+                  if o.get("devices", 1) > 1 else "")
             items.append((f"×{o['wall_over_timed']:.1f}", f"sweep wall time over timed samples ({label})",
-                          f"{o['sweep_wall_s']:.0f} s of run for {o['timed_s']:.1f} s of samples"))
+                          f"{o['sweep_wall_s']:.0f} s of run{on} for {o['timed_s']:.1f} s of samples"))
     return cards(items)
 
 
@@ -110,7 +112,7 @@ def _wall(ctx: Context, overviews: dict) -> str:
     """Where each store's sweep wall went (analysis/overview.py: wall_by_phase), one table."""
     rows = []
     for label, o in overviews.items():
-        wall = o.get("sweep_wall_s") or 0.0
+        wall = o.get("sweep_device_s") or 0.0  # wall × devices: what the phases' seconds add up to
         for name, sec in o.get("wall_by_phase") or []:
             rows.append({"label": label, "phase": name, "seconds": round(sec, 1),
                          "share": round(sec / wall, 3) if wall else None})
