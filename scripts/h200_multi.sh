@@ -57,7 +57,8 @@ for phase, (wall, rc) in walls.items():
     per = c.execute("select device_index, host_cores, count(*), round(sum(wall_s), 1) from attempts "
                     "where wall_s > 0 group by 1, 2").fetchall()
     print(f"{phase:9s} wall {wall:7.1f} s{' (cut)' if rc else ''}{f' ({calls[phase]} calls)' if calls[phase] > 1 else ''}  rows {n}  timed {timed:6.1f} s  "
-          f"wall/timed {wall / timed if timed else float('nan'):5.1f}  per device (index, cores, rows, wall_s) {per}")
+          f"wall x devices / timed {wall * len(per) / timed if timed else float('nan'):5.1f}  "
+          f"per device (index, cores, rows, wall_s) {per}")
     phases = {}
     for (p,) in c.execute("select phases_s from attempts where phases_s is not null"):
         for name, sec in json.loads(p).items():
