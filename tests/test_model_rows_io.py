@@ -139,3 +139,25 @@ def test_rows_of_a_real_model_run_round_trip_and_reach_the_report(cli, tmp_path,
     assert cli("report", db, "--out", tmp_path / "site").rc == 0
     page = (tmp_path / "site" / "model.html").read_text()
     assert "prefill steps of tiny × 2 layers, fp32" in page and "No backend of this model has a prediction" in page
+
+
+def test_a_model_rows_table_from_before_late_samples_reads_and_gains_the_column(tmp_path):
+    """A store whose model_rows were written before late_samples existed: read-only, its rows read the
+    column as NULL; opened for writing, ensure() adds it, and new rows carry their count."""
+    import sqlite3
+
+    db = model_store(tmp_path / "old.sqlite")
+    con = sqlite3.connect(db)  # as the table was before the column
+    con.execute(f"ALTER TABLE {model_rows.TABLE} DROP COLUMN late_samples")
+    con.commit()
+    con.close()
+    old = _stored(db)
+    assert len(old) == len(rows()) and all(r["late_samples"] is None for r in old)
+    assert [r["row_key"] for r in old] == [r["row_key"] for r in rows()]
+    s = Store(db)
+    model_rows.ensure(s.con)
+    assert model_rows.insert(s.con, model_rows.finish(_ok("decode-graph", "sdpa-flash", "decode", 300.0,
+                                                          launch="graph", timer="cuda_graph", late_samples=2)))
+    s.close()
+    got = {r["row_key"]: r["late_samples"] for r in _stored(db)}
+    assert got["decode-graph"] == 2 and got["prefill-base"] is None

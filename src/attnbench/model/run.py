@@ -217,7 +217,7 @@ class _SpecContext:
             t = timing.measure(st.call, device, req.timing, spec.launch, "warm")
             med = statistics.median(t.samples_us)
             values.update(samples_us=t.samples_us, calls_per_sample=t.calls_per_sample, timer=t.timer,
-                          converged=t.converged, stationary=t.stationary, tokens_per_s=spec.tokens / med * 1e6,
+                          late_samples=t.late_samples, converged=t.converged, stationary=t.stationary, tokens_per_s=spec.tokens / med * 1e6,
                           share_profiler=profiler_share(ps, med, device), median_us=med, status=Status.OK.value)
             if noop["us"] is not None:
                 values.update(noop_us=noop["us"], share_diff=share_by_difference(med, noop["us"]))

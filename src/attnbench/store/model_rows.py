@@ -43,6 +43,9 @@ COLUMNS: tuple[tuple[str, type, str, str], ...] = (
     ("p95_us", float, "95th percentile step time", OK_ONLY),
     ("calls_per_sample", int, "steps per timed block", OK_ONLY),
     ("timer", str, "cuda_event | cuda_graph | host_clock", OK_ONLY),
+    ("late_samples", int, "cuda_graph samples dropped because the device reached them before the host had "
+                          "queued them (measure/timing.py: GraphSampler); NULL in rows written before the column",
+     OK_ONLY),
     ("converged", bool, "1 when the median's 95% half-width reached the target", OK_ONLY),
     ("stationary", bool, "1 when warm-up settled and the samples show no trend", OK_ONLY),
     ("tokens_per_s", float, "tokens / median step time", OK_ONLY),
@@ -115,10 +118,19 @@ def finish(values: dict) -> dict:
     return row
 
 
+def _present(con) -> set[str]:
+    return {r[1] for r in con.execute(f"PRAGMA table_info({TABLE})")}
+
+
 def ensure(con) -> None:
-    """Create the table in an open store (idempotent)."""
+    """Create the table in an open store (idempotent); a table written before a column existed gains it
+    (NULL in its rows)."""
     with con:
         con.execute(ddl())
+        have = _present(con)
+        for n, t, _, _ in COLUMNS:
+            if n not in have:
+                con.execute(f"ALTER TABLE {TABLE} ADD COLUMN {n} {SQL_TYPES[t]}")
 
 
 def insert(con, row: dict) -> bool:
@@ -136,10 +148,12 @@ def rows(con, where: str = "", params: tuple = ()) -> list[dict]:
     """Rows as dicts (JSON decoded), in insertion order; [] when the table does not exist."""
     if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (TABLE,)).fetchone():
         return []
-    cur = con.execute(f"SELECT {','.join(NAMES)} FROM {TABLE} {where} ORDER BY rowid", params)
+    have = _present(con)  # a read-only store's older table: the columns added since read NULL
+    names = [n for n in NAMES if n in have]
+    cur = con.execute(f"SELECT {','.join(names)} FROM {TABLE} {where} ORDER BY rowid", params)
     out = []
     for r in cur.fetchall():
-        d = dict(zip(NAMES, r))
+        d = dict.fromkeys(NAMES) | dict(zip(names, r))
         for n in JSON_NAMES:
             if isinstance(d[n], str):
                 d[n] = json.loads(d[n])
