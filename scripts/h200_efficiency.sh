@@ -4,6 +4,10 @@
 #   DB_DIR=$OUT     where the store lives; /tmp/NAME outlives a call while the machine stays warm
 #                   (back-to-back calls), and is copied to $OUT after each call
 #   GRID_ARGS       e.g. "--grid quick --min-time 0.5"
+# The quick grid, 3 repeats, under a floor (about 25 device-minutes: three back-to-back calls, each
+# resuming the last; the named compile cache keeps what one uninterrupted run's cache would hold):
+#   DB_DIR=/tmp/eff3 REPEATS=3 LIMIT=560 \
+#     GRID_ARGS="--grid quick --min-time 0.5 --compile-cache /tmp/eff3/cc" bash scripts/h200_efficiency.sh
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
