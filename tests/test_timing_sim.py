@@ -205,23 +205,21 @@ def test_a_settling_device_kernel_is_timed_once_settled(sim):
 
 
 def test_cold_graph_samples_stay_one_a_lead_with_the_flush_before_it(sim):
-    log = []
-    replay = lambda: (log.append("replay"), sim.kernel(30.0))
-    sampler = timing.GraphSampler(replay, 1, "cuda", flush=lambda: (log.append("flush"), sim.kernel(40.0)))
-    n = len(sim.sleeps)
+    log = []  # (what, delays queued so far)
+    replay = lambda: (log.append(("replay", len(sim.sleeps))), sim.kernel(30.0))
+    flush = lambda: (log.append(("flush", len(sim.sleeps))), sim.kernel(40.0))
+    sampler = timing.GraphSampler(replay, 1, "cuda", flush=flush)
     sampler.plan(5)
     got = [sampler() for _ in range(5)]
     assert got == [pytest.approx(30.0)] * 5 and sampler.late == 0
-    assert log == ["flush", "replay"] * 5 and len(sim.sleeps) - n == 5 + 4  # 4: the first call's calibration
+    # each sample: its flush, then a lead of its own (the first after the 4 calibration delays), then the replay
+    assert log == [x for i in range(5) for x in (("flush", i + (4 if i else 0)), ("replay", i + 5))]
 
 
 def test_a_graph_sample_longer_than_a_chunk_is_queued_alone_and_the_time_cap_wastes_none(sim):
     # 30 ms blocks: the first batch asks for 10, but a chunk holds at most CHUNK_S of samples, so each
     # is queued behind a lead of its own; the cap (0.05 s) stops at 5 samples, none queued unread
-    calls = []
-
     def step():
-        calls.append(1)
         sim.host += 10.0
         sim.kernel(30_000.0)
 
