@@ -134,6 +134,21 @@ def test_eta_uses_the_median_of_earlier_ok_rows_else_the_default():
     assert est.seconds == pytest.approx((2.0 + 0.4 + DEFAULT_ATTEMPT_S) / 2)
 
 
+def test_a_later_repeat_is_estimated_from_the_later_repeats_of_earlier_runs():
+    ex = multi()
+    ex.start("", [])
+    attempts = ex.plan(W[:1], backends("fake-good", "fake-crash"), 3, "t", 0)  # repeats 0, 1, 2
+    # fake-good's first repeats compiled from an empty cache (9 s); its later one from the run's (3 s)
+    rows = [{"status": "OK", "backend": "fake-good", "mode": "prefill", "wall_s": 9.0, "repeat": 0}] * 3
+    rows += [{"status": "OK", "backend": "fake-good", "mode": "prefill", "wall_s": 3.0, "repeat": 1},
+             {"status": "OK", "backend": "fake-crash", "mode": "prefill", "wall_s": 5.0, "repeat": 0}]
+    typical = typical_wall(rows)
+    assert typical[("fake-good", "prefill")] == 9.0 and typical[("fake-good", "prefill", "later")] == 3.0
+    est = estimate(attempts, typical)
+    # fake-good: 9 s for repeat 0, 3 s for each later one; fake-crash has no later rows: 5 s each
+    assert (est.from_store, est.by_default) == (6, 0) and est.seconds == pytest.approx(9 + 3 + 3 + 3 * 5.0)
+
+
 def test_the_eta_reads_as_seconds_minutes_or_hours():
     from attnbench.runner.eta import duration
 

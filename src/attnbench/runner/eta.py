@@ -26,12 +26,19 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def typical_wall(rows: list[dict]) -> dict[tuple[str, str], float]:
-    """Median wall_s per (backend, mode) over earlier OK rows."""
-    by: dict[tuple[str, str], list[float]] = {}
+LATER = "later"  # a key's third part: rows of repeats after the first (a run's compiler cache is warm by then)
+
+
+def typical_wall(rows: list[dict]) -> dict[tuple, float]:
+    """Median wall_s per (backend, mode) over earlier OK rows, and per (backend, mode, LATER) over those
+    of repeats after the first: a process repeat compiles from the run's cache (about a third of the
+    first repeat's compile time on the H200), so a later repeat of a compiling backend is shorter."""
+    by: dict[tuple, list[float]] = {}
     for r in rows:
         if r.get("status") == "OK" and r.get("wall_s") is not None:
             by.setdefault((r["backend"], r["mode"]), []).append(float(r["wall_s"]))
+            if (r.get("repeat") or 0) > 0:
+                by.setdefault((r["backend"], r["mode"], LATER), []).append(float(r["wall_s"]))
     return {k: statistics.median(v) for k, v in by.items()}
 
 
@@ -47,18 +54,21 @@ def typical_sampled(rows: list[dict]) -> dict[tuple[str, str], float]:
     return {k: statistics.median(v) for k, v in by.items()}
 
 
-def estimate(attempts: list[Attempt], typical: dict[tuple[str, str], float], devices: int = 1,
+def estimate(attempts: list[Attempt], typical: dict[tuple, float], devices: int = 1,
              default_s: float = DEFAULT_ATTEMPT_S, min_time_s: float = 0.0,
              sampled: dict[tuple[str, str], float] | None = None) -> Estimate:
     """The attempts that will run (planned-out ones take no time), each at its (backend, mode)'s
-    typical wall time, divided over the devices that run them in parallel. Under a floor of sampled
+    typical wall time (that of later repeats for a repeat after the first, where earlier rows have
+    one), divided over the devices that run them in parallel. Under a floor of sampled
     time (--min-time), an attempt whose backend and mode sampled less than the floor before takes
     the difference longer. Worker start-up and the provenance are not included."""
     total, known, unknown = 0.0, 0, 0
     for a in attempts:
         if a.planned:
             continue
-        t = typical.get((a.backend.name, a.workload.mode))
+        key = (a.backend.name, a.workload.mode)
+        t = typical.get((*key, LATER)) if a.repeat > 0 else None
+        t = typical.get(key) if t is None else t
         if t is None:
             unknown += 1
             t = default_s
