@@ -70,8 +70,9 @@ class Recorder(Observer):
     def begin(self, total, resumed, retried):
         self.events.append(("begin", total, resumed, retried))
 
-    def attempt(self, a):
+    def attempt(self, a, where=None):
         self.events.append(("attempt", a.key))
+        assert where is None  # one device: nothing to tell apart
 
     def row(self, row):
         self.events.append(("row", row["backend"], row["status"]))

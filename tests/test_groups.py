@@ -61,7 +61,7 @@ def run(lanes, attempts=ATTEMPTS, queue_of=lambda a: 0):
         written.append((o.attempt.key, o.placement.device_name))
         threads.add(threading.current_thread().name)
 
-    drive(lanes, queues, slots, sink, lambda a: True, lambda everything: None)
+    drive(lanes, queues, slots, sink, lambda a, where=None: True, lambda everything: None)
     assert threads <= {threading.current_thread().name}  # one writer
     return written
 

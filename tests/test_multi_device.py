@@ -225,19 +225,23 @@ def test_interrupt_then_resume_loses_and_duplicates_nothing(tmp_path, replicate)
     store.close()
 
 
-def test_the_sink_is_called_on_one_thread_only(tmp_path):
-    threads = set()
+def test_the_sink_is_called_on_one_thread_only_and_told_where_each_attempt_runs(tmp_path):
+    threads, where = set(), {}
 
     class Watch(Observer):
-        def attempt(self, a):
+        def attempt(self, a, on=None):
             threads.add(threading.current_thread().name)
+            where[a.key] = on
 
         def row(self, row):
             threads.add(threading.current_thread().name)
+            if row["status"] != "UNSUPPORTED":  # planned rows never run anywhere
+                assert where[row["attempt_key"]] == f"cpu:{row['device_index']}"
 
     store = Store(tmp_path / "s.sqlite")
     conduct(multi(), store, request(repeats=1), Watch())
     assert threads == {threading.current_thread().name}
+    assert set(where.values()) == {"cpu:0", "cpu:1"}
     store.close()
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 from ..runner.conduct import Observer
 from ..status import ORDER
@@ -15,17 +17,30 @@ COLORS = {"OK": "green", "UNSUPPORTED": "dim", "OOM_PREDICTED": "yellow", "OOM":
           "DISPATCH_MISMATCH": "magenta", "IMPLAUSIBLE": "magenta", "TIMEOUT": "red", "CRASH": "red", "ERROR": "red"}
 
 
+class _Now:
+    """The line above the bar: what runs now (the task's description), cut to the console's width."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+
+    def __rich__(self) -> Text:
+        desc = self.progress.tasks[0].description if self.progress.tasks else ""
+        return Text(f"now: {desc}" if desc else "", overflow="ellipsis", no_wrap=True, style="bold")
+
+
 class SweepProgress(Observer):
-    """Use as a context manager around conduct(): the bar is closed however the run ends."""
+    """Use as a context manager around conduct(): the bar is closed however the run ends. Two lines, so
+    that an 80-column terminal or CI log shows both whole: what runs now (and where, when several
+    devices run at once), then the bar, attempts done of planned, elapsed, ETA and counts per status."""
 
     def __init__(self, console: Console):
         self.console = console
         self.counts: Counter = Counter()
         self.skipped = 0
         self.spinner = None
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 TextColumn("{task.fields[counts]}"), console=console)
+        self.progress = Progress(BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), TextColumn("{task.fields[counts]}"), console=console)
+        self.live = Live(Group(_Now(self.progress), self.progress), console=console, refresh_per_second=4)
         self.task = None
 
     def __enter__(self):
@@ -34,7 +49,9 @@ class SweepProgress(Observer):
     def __exit__(self, *exc):
         self._stop_spinner()
         if self.task is not None:
-            self.progress.stop()
+            self.live.stop()
+            if not self.console.is_interactive:  # a log: the last state was printed without its newline
+                self.console.print()
         return False
 
     def _stop_spinner(self) -> None:
@@ -51,18 +68,19 @@ class SweepProgress(Observer):
         if retried:
             self.console.print(f"retrying {retried} attempts that ended TIMEOUT, CRASH or ERROR")
         self.skipped = resumed
-        self.task = self.progress.add_task("sweep", total=total, completed=resumed, counts=self._counts())
-        self.progress.start()
+        self.task = self.progress.add_task("", total=total, completed=resumed, counts=self._counts())
+        self.live.start()
 
     def _counts(self) -> str:
         text = " ".join(f"[{COLORS[s]}]{s} {self.counts[s]}[/]" for s in ORDER if self.counts[s])
         return text + (f" [dim]resumed-past {self.skipped}[/]" if self.skipped else "")
 
-    def attempt(self, attempt) -> None:
-        """Name what runs now: the backend and the workload (a compile can take minutes)."""
+    def attempt(self, attempt, where: str | None = None) -> None:
+        """Name what runs now: the backend and the workload (a compile can take minutes), and where
+        when several devices run at once (the one that started last)."""
         w = attempt.workload
         what = f"{attempt.backend.name} {w.mode} B{w.batch} N{w.kv_len} {w.launch} r{attempt.repeat}"
-        self.progress.update(self.task, description=escape(f"{what[:40]:<40}"))
+        self.progress.update(self.task, description=f"{where} {what}" if where else what)
 
     def row(self, row: dict) -> None:
         self.counts[row["status"]] += 1

@@ -48,8 +48,9 @@ class Observer:
     def begin(self, total: int, resumed: int, retried: int) -> None:
         """The plan is made: `total` attempts, `resumed` of them already stored."""
 
-    def attempt(self, attempt: Attempt) -> None:
-        """This attempt starts running now (it is claimed for this run)."""
+    def attempt(self, attempt: Attempt, where: str | None = None) -> None:
+        """This attempt starts running now (it is claimed for this run), on device `where` when several
+        run at once."""
 
     def row(self, row: dict) -> None:
         """One row was written."""
@@ -88,10 +89,10 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running
             if a.planned:
                 sink(Outcome(a, {"status": a.planned.value, "reason": a.reason}, 0.0, executor.placement_for(a)))
-        def claim(a: Attempt) -> bool:
+        def claim(a: Attempt, where: str | None = None) -> bool:
             taken = store.claim(a.key, report.run_id)
             if taken:
-                observer.attempt(a)
+                observer.attempt(a, where)
             return taken
 
         try:

@@ -51,10 +51,12 @@ class Outcome:
 
 
 Sink = Callable[[Outcome], None]
-Claim = Callable[[Attempt], bool]  # False: another run sharing the store has taken (or done) it
+# claim(attempt, where=None): False when another run sharing the store has taken (or done) it; `where`
+# names the device that will run it when several run at once (a lane's label, e.g. "cuda:1")
+Claim = Callable[..., bool]
 
 
-def take_all(attempt: Attempt) -> bool:
+def take_all(attempt: Attempt, where: str | None = None) -> bool:
     return True
 
 

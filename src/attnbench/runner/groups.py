@@ -77,9 +77,9 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
     stop = threading.Event()
     lock = threading.Lock()
 
-    def ask_claim(a: Attempt) -> bool:
+    def ask_claim(a: Attempt, where: str) -> bool:
         reply: queue.Queue = queue.Queue(maxsize=1)
-        inbox.put(("claim", a, reply))
+        inbox.put(("claim", a, reply, where))
         while True:
             try:
                 return reply.get(timeout=0.1)
@@ -99,7 +99,7 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
                 try:
                     lane.enter_repeat(g.repeat, slots[(lane.queue, g.repeat)])
                     for i, a in enumerate(g.attempts):
-                        if stop.is_set() or not ask_claim(a):
+                        if stop.is_set() or not ask_claim(a, lane.label):
                             continue
                         inbox.put(("outcome", lane.run_attempt(a)))
                 except DeviceLost as e:
@@ -126,8 +126,8 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
         while done < len(threads):
             kind, *rest = inbox.get()
             if kind == "claim":
-                a, reply = rest
-                reply.put(bool(claim(a)))
+                a, reply, where = rest
+                reply.put(bool(claim(a, where=where)))
             elif kind == "outcome":
                 sink(rest[0])
             elif kind == "lost":

@@ -1,0 +1,55 @@
+"""The run's progress display names what runs now, and on which device when several run at once, in
+two lines that an 80-column terminal shows whole."""
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from attnbench.cli.progress import SweepProgress
+
+
+def attempt(backend: str, repeat: int = 0):
+    w = SimpleNamespace(mode="decode", batch=8, kv_len=4096, launch="graph")
+    return SimpleNamespace(backend=SimpleNamespace(name=backend), workload=w, repeat=repeat)
+
+
+def screen(p: SweepProgress, width: int = 80) -> list[str]:
+    c = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=True)
+    c.print(p.live.renderable)
+    return c.file.getvalue().rstrip("\n").split("\n")
+
+
+def test_the_display_names_the_attempt_the_device_and_the_counts_within_80_columns():
+    console = Console(file=io.StringIO(), width=80, force_terminal=False)
+    with SweepProgress(console) as p:
+        p.begin(total=1491, resumed=300, retried=0)
+        p.attempt(attempt("flex", 2))
+        now, bar = screen(p)
+        assert now == "now: flex decode B8 N4096 graph r2"
+        p.attempt(attempt("sdpa-cudnn"), "cuda:1")
+        for _ in range(1234 - 300):
+            p.row({"status": "OK"})
+        for _ in range(40):
+            p.row({"status": "UNSUPPORTED"})
+        now, bar = screen(p)
+        assert now == "now: cuda:1 sdpa-cudnn decode B8 N4096 graph r0"
+        assert "1274/1491" in bar and "ETA" in bar and "OK 934 UNSUPPORTED 40 resumed-past 300" in bar, bar
+        assert len(bar) <= 80 and "…" not in bar
+        p.attempt(attempt("[red]a-plugin[/red]-backend-" + "x" * 60), "cuda:0")
+        now, _ = screen(p)
+        assert now.startswith("now: cuda:0 [red]a-plugin[/red]") and len(now) == 80  # literal, cut to the width
+
+
+def test_in_a_log_the_last_state_ends_its_line():
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=False)
+    with SweepProgress(console) as p:
+        p.begin(total=1, resumed=0, retried=0)
+        p.attempt(attempt("flex"))
+        p.row({"status": "OK"})
+    console.print("done")
+    lines = out.getvalue().split("\n")
+    assert lines[0] == "now: flex decode B8 N4096 graph r0" and "1/1" in lines[1] and lines[1].endswith("OK 1")
+    assert lines[2] == "done"
