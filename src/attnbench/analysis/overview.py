@@ -47,9 +47,10 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
         if not len(mine):
             continue
         seconds = _seconds(r.get("started_at"), r.get("finished_at") or mine.max()) or 0.0
+        n = run_devices(r)
         wall += seconds
-        device_s += seconds * run_devices(r)
-        devices = max(devices, run_devices(r))
+        device_s += seconds * n
+        devices = max(devices, n)
     out["sweep_wall_s"] = wall
     out["sweep_device_s"] = device_s
     out["devices"] = devices
@@ -73,6 +74,11 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
         for name in sorted(set(launch)):
             out["cv_by_launch"][name] = _cv_stats(cv[launch == name])
     return out
+
+
+def on_devices(o: dict) -> str:
+    """' on 2 devices (240 device-s)' for an overview of a sweep on several devices at once, else ''."""
+    return f" on {o['devices']} devices ({o['sweep_device_s']:.0f} device-s)" if o.get("devices", 1) > 1 else ""
 
 
 # the phases an attempt's wall_s is split into (runner/attempt.py), as `show --status` names them

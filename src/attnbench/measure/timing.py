@@ -10,6 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from .device import sync
 from .warmup import WARMUP_TOLERANCE, Warmup, warmup  # noqa: F401  (one door for timing)
 
@@ -77,9 +79,7 @@ def rel_halfwidth(samples: list[float]) -> float:
     """95% half-width of the median (normal approximation, 1.2533·σ/√n) relative to the median."""
     if len(samples) < 3:
         return math.inf
-    import numpy as np  # the rule reads it after every batch: statistics.stdev took 2 ms at 5000 samples
-
-    a = np.asarray(samples, dtype=np.float64)
+    a = np.asarray(samples, dtype=np.float64)  # numpy: statistics.stdev took 2 ms at 5000 samples
     med = float(np.median(a))
     return 1.96 * 1.2533 * float(a.std(ddof=1)) / math.sqrt(len(a)) / med if med > 0 else math.inf
 
@@ -120,6 +120,10 @@ def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing,
     floor = cfg.min_time_s
     cap = cfg.max_samples if floor <= 0 else max(cfg.max_samples, MAX_SAMPLES_UNDER_FLOOR)
     sampled = 0.0  # seconds of timed calls so far
+
+    def capped() -> bool:  # slow calls: the time cap wins over min_samples (`converged` says whether they were)
+        return time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= MIN_SAMPLES_AT_CAP
+
     while len(t.samples_us) < cap:
         batch = 10
         if floor > 0 and t.samples_us:
@@ -131,15 +135,13 @@ def _collect(sample: Callable[[], float], cfg: TimingConfig, t: Timing,
             us = sample()
             t.samples_us.append(us)
             sampled += us * t.calls_per_sample / 1e6
-            if time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= MIN_SAMPLES_AT_CAP:
+            if capped():
                 break
         on_batch()
         t.rel_err = rel_halfwidth(t.samples_us)
         t.converged = len(t.samples_us) >= cfg.min_samples and t.rel_err <= cfg.target_rel_err
-        if t.converged and sampled >= floor:
+        if (t.converged and sampled >= floor) or capped():
             break
-        if time.perf_counter() - t0 > cfg.max_time_s and len(t.samples_us) >= MIN_SAMPLES_AT_CAP:
-            break  # slow calls: the time cap wins over min_samples (`converged` says whether they were)
     if t.rel_err == math.inf:
         t.rel_err = None
     t.late_samples = getattr(sample, "late", 0)
@@ -301,7 +303,7 @@ class GraphSampler:
 
     def __call__(self) -> float:
         while not self.ready:
-            n = min(self.want, self.most)
+            n = 1 if self.flush else min(self.want, self.most)  # cold L2: one sample a chunk
             if self.sample_s:
                 n = min(n, max(1, int(CHUNK_S / self.sample_s)))
             self._chunk(n)
@@ -314,8 +316,7 @@ class GraphSampler:
         while len(self.pairs) < n:
             self.pairs.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
         pairs, late = self.pairs[:n], []
-        if self.flush:  # cold L2: one sample a chunk, flushed before its lead as before chunks existed
-            pairs = pairs[:1]
+        if self.flush:  # before the lead, as before chunks existed
             self.flush()
         device_delay(self.device, self.lead)
         for start, end in pairs:

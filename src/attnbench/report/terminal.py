@@ -6,6 +6,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from ..analysis.overview import on_devices
 from .columns import ALWAYS, workload_columns
 
 KERNEL_NOTE = ("name (kernel): that backend spent most of its device time in this library attention kernel "
@@ -204,9 +205,7 @@ def overview_line(o: dict) -> str:
     """attempts per status; sweep wall over timed device time; agreement of repeats per launch mode."""
     parts = [f"{o['attempts']} attempts (" + ", ".join(f"{k} {v}" for k, v in sorted(o["status"].items())) + ")"]
     if o.get("wall_over_timed"):
-        on = (f" on {o['devices']} devices ({o['sweep_device_s']:.0f} device-s)"
-              if o.get("devices", 1) > 1 else "")
-        parts.append(f"sweep wall {o['sweep_wall_s']:.0f} s{on} for {o['timed_s']:.1f} s of timed samples "
+        parts.append(f"sweep wall {o['sweep_wall_s']:.0f} s{on_devices(o)} for {o['timed_s']:.1f} s of timed samples "
                      f"(×{o['wall_over_timed']:.1f})")
     for launch, c in o.get("cv_by_launch", {}).items():
         parts.append(f"{launch}: CV of per-repeat medians {100 * c['median']:.1f}% median, "

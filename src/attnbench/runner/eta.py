@@ -74,6 +74,6 @@ def estimate(attempts: list[Attempt], typical: dict[tuple, float], devices: int 
             t = default_s
         else:
             known += 1
-            t += max(0.0, min_time_s - (sampled or {}).get((a.backend.name, a.workload.mode), 0.0))
+            t += max(0.0, min_time_s - (sampled or {}).get(key, 0.0))
         total += t
     return Estimate(total / max(1, devices), known, unknown)

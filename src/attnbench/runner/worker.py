@@ -105,9 +105,10 @@ def finish(res: dict, backend) -> dict:
     try:
         after_attempt(backend)
     except Exception as e:
-        first = (str(e).splitlines() or [""])[0]
+        from .attempt import _first_line
+
         return {**res, "status": Status.CRASH.value, "fatal": True,
-                "reason": f"CUDA context broken after the attempt: {type(e).__name__}: {first}"}
+                "reason": f"CUDA context broken after the attempt: {type(e).__name__}: {_first_line(e)}"}
     return res
 
 

@@ -14,6 +14,11 @@ from .schema import ATTEMPT_COLUMNS, BACKFILL, CLAIMS_DDL, COLUMN_NAMES, JSON_CO
 LOCK_TIMEOUT_S = 30  # how long a write waits for another process's lock before giving up
 
 
+
+def table_columns(con, table: str) -> set[str]:
+    """The columns a table of this SQLite connection has (none when it does not exist)."""
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+
 class StoreError(ValueError):
     """Missing store, or one written by an incompatible schema."""
 
@@ -108,7 +113,7 @@ class Store:
     def _upgrade(self) -> None:
         """An older store gains the columns and tables added since (every change so far only adds);
         a workload axis added since gets its default in every older row (BACKFILL)."""
-        have = {r[1] for r in self.con.execute("PRAGMA table_info(attempts)")}
+        have = table_columns(self.con, "attempts")
         for c, t, _ in ATTEMPT_COLUMNS:
             if c not in have:
                 self.con.execute(f"ALTER TABLE attempts ADD COLUMN {c} {t}")
@@ -214,7 +219,7 @@ class Store:
         return df[list(columns)]
 
     def _columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")}
+        return table_columns(self.con, table)
 
     # ---- claims: two runs sharing a store never measure one attempt twice ---------------------
     def claim(self, attempt_key: str, run_id: str) -> bool:

@@ -8,6 +8,7 @@ import statistics
 
 from ..record import SQL_TYPES, named_row, percentile
 from ..status import Status
+from .db import table_columns
 
 TABLE = "model_rows"
 OK_ONLY = "ok"  # only OK rows carry the value
@@ -118,16 +119,12 @@ def finish(values: dict) -> dict:
     return row
 
 
-def _present(con) -> set[str]:
-    return {r[1] for r in con.execute(f"PRAGMA table_info({TABLE})")}
-
-
 def ensure(con) -> None:
     """Create the table in an open store (idempotent); a table written before a column existed gains it
     (NULL in its rows)."""
     with con:
         con.execute(ddl())
-        have = _present(con)
+        have = table_columns(con, TABLE)
         for n, t, _, _ in COLUMNS:
             if n not in have:
                 con.execute(f"ALTER TABLE {TABLE} ADD COLUMN {n} {SQL_TYPES[t]}")
@@ -146,9 +143,9 @@ def insert(con, row: dict) -> bool:
 
 def rows(con, where: str = "", params: tuple = ()) -> list[dict]:
     """Rows as dicts (JSON decoded), in insertion order; [] when the table does not exist."""
-    if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (TABLE,)).fetchone():
+    have = table_columns(con, TABLE)  # a read-only store's older table: the columns added since read NULL
+    if not have:
         return []
-    have = _present(con)  # a read-only store's older table: the columns added since read NULL
     names = [n for n in NAMES if n in have]
     cur = con.execute(f"SELECT {','.join(names)} FROM {TABLE} {where} ORDER BY rowid", params)
     out = []
@@ -163,6 +160,6 @@ def rows(con, where: str = "", params: tuple = ()) -> list[dict]:
 
 def keys(con) -> set[str]:
     """row_keys already stored (resume skips them)."""
-    if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (TABLE,)).fetchone():
+    if not table_columns(con, TABLE):
         return set()
     return {k for (k,) in con.execute(f"SELECT row_key FROM {TABLE}")}

@@ -3,7 +3,7 @@ per status, headline numbers and the methodology in brief."""
 from __future__ import annotations
 
 from ...analysis.outcomes import status_counts
-from ...analysis.overview import run_overview
+from ...analysis.overview import on_devices, run_overview
 from ...status import ORDER
 from .markup import Col, cards, e, note, num, pct, table
 from .performance import Context
@@ -41,10 +41,8 @@ def _headlines(ctx: Context, overviews: dict) -> str:
                       f"{p['changed_separated']} of {p['separated']} separated on both; {floor}"))
     for label, o in overviews.items():
         if o.get("wall_over_timed"):
-            on = (f" on {o['devices']} devices ({o['sweep_device_s']:.0f} device-s)"
-                  if o.get("devices", 1) > 1 else "")
             items.append((f"×{o['wall_over_timed']:.1f}", f"sweep wall time over timed samples ({label})",
-                          f"{o['sweep_wall_s']:.0f} s of run{on} for {o['timed_s']:.1f} s of samples"))
+                          f"{o['sweep_wall_s']:.0f} s of run{on_devices(o)} for {o['timed_s']:.1f} s of samples"))
     return cards(items)
 
 
