@@ -167,6 +167,22 @@ def test_broken_cuda_context_is_a_fatal_crash():
     assert "CUDA context broken" in res["reason"] and "more" not in res["reason"]
 
 
+def test_a_graph_the_host_cannot_queue_in_time_is_unsupported_not_timed(monkeypatch):
+    """Timing refuses a graph whose replay the host cannot queue within the longest lead (no sample
+    would be device time: measure/timing.py GraphSampler); the attempt says so as UNSUPPORTED and
+    carries no time."""
+    from attnbench.measure import timing
+
+    def refuse(*a, **k):
+        raise timing.GraphTimingError("graph samples cannot be timed as device time: the host took longer "
+                                      "than 10 ms to queue one replay of 1 call(s)")
+
+    monkeypatch.setattr(timing, "measure", refuse)
+    res = run_one("fake-good", PREFILL)
+    assert res["status"] == "UNSUPPORTED" and "cannot be timed as device time" in res["reason"]
+    assert "median_us" not in res and "samples_us" not in res
+
+
 def test_cache_is_shared_within_a_workload_and_replaced_across():
     cache = attempt.WorkloadCache()
     a, _ = cache.get(PREFILL, "cpu", 0)
