@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A sweep longer than one device call (10 min): the first call starts it in a process session of its
+# own, which runs on while the machine stays warm (back-to-back calls, each within its 30 s); every
+# call waits up to WAIT seconds for it, then copies a consistent backup of the store and the log's
+# tail to $OUT. The sweep's wall is one uninterrupted span, from its start to its end.
+#   NAME=pt          the run's folder, /tmp/NAME, and the names of what comes back
+#   ARGS="..."       attnbench run's arguments (not --db)
+#   LIMIT=900        seconds the run may take in all; WAIT=580 seconds this call waits
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=100
+OUT=${OUT:-/tmp/out}; NAME=${NAME:-pt}; D=/tmp/$NAME; mkdir -p "$D" "$OUT"
+if [ ! -e "$D/started" ]; then
+  nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+  date +%s.%N > "$D/started"
+  setsid nohup bash -c "timeout ${LIMIT:-900} python3 -m attnbench run $ARGS --db $D/run.sqlite \
+    > $D/log 2>&1; echo \$? > $D/rc; date +%s.%N > $D/ended" > /dev/null 2>&1 < /dev/null &
+fi
+end=$(( $(date +%s) + ${WAIT:-580} ))
+while [ ! -e "$D/ended" ] && [ "$(date +%s)" -lt $end ]; do sleep 2; done
+[ -e "$D/run.sqlite" ] && python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
+  "$D/run.sqlite" "$OUT/$NAME.sqlite"
+tail -c 4000 "$D/log" | tr '\r' '\n' | tail -8 > "$OUT/$NAME.log.tail"
+if [ -e "$D/ended" ]; then
+  echo "ended: rc $(cat "$D/rc"), wall $(python3 -c "print(round($(cat "$D/ended") - $(cat "$D/started"), 1))") s"
+  python3 -m attnbench show --db "$D/run.sqlite" --status 2>&1 | tail -28
+else
+  echo "running for $(python3 -c "import time; print(round(time.time() - $(cat "$D/started")))") s"
+  tail -3 "$OUT/$NAME.log.tail"
+fi
+exit 0
