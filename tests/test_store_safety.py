@@ -150,6 +150,28 @@ def test_claims_keep_two_runs_from_measuring_one_attempt(store_file):
     b.close()
 
 
+def test_a_claim_whose_pid_now_names_another_process_is_taken_over(store_file):
+    """A store carried to a fresh machine of the same name: the dead run's pid is alive there, as
+    another process. The claim names its process by boot and start time, so it is not held."""
+    import os
+    from attnbench.store.db import _process_id
+
+    a = Store(store_file)
+    me = _process_id(os.getpid())
+    a.con.execute("INSERT INTO claims VALUES ('moved', 'dead-run', ?, ?, '2026-01-01T00:00:00Z')",
+                  (me.replace(" boot=", " boot=other-boot-"), os.getpid()))  # same name, same live pid
+    a.con.execute("INSERT INTO claims VALUES ('reused', 'dead-run2', ?, ?, '2026-01-01T00:00:00Z')",
+                  (me.rsplit("start=", 1)[0] + "start=1", os.getpid()))  # this boot, pid started later
+    a.con.execute("INSERT INTO claims VALUES ('live', 'live-run', ?, ?, '2026-01-01T00:00:00Z')",
+                  (me, os.getpid()))  # the very process: still held
+    a.con.execute("INSERT INTO claims VALUES ('away', 'far-run', 'elsewhere boot=x start=1', 1, "
+                  "'2026-01-01T00:00:00Z')")  # another host: held
+    a.con.commit()
+    assert a.claim("moved", "run-9") and a.claim("reused", "run-9")
+    assert not a.claim("live", "run-9") and not a.claim("away", "run-9")
+    a.close()
+
+
 def test_a_lock_held_too_long_ends_in_one_line(cli, store_file, tmp_path, monkeypatch):
     monkeypatch.setattr(db_mod, "LOCK_TIMEOUT_S", 0.2)
     holder = sqlite3.connect(store_file)
@@ -249,3 +271,23 @@ def test_bad_options_of_every_command_exit_2_and_change_nothing(cli, store_file,
     before, files = digest(store_file), listing(tmp_path)
     one_line_error(cli(*[a.format(db=store_file, d=tmp_path) for a in argv]), text)
     assert digest(store_file) == before and listing(tmp_path) == files
+
+
+def test_a_run_that_leaves_attempts_claimed_by_another_run_says_so_and_fails(cli, tmp_path):
+    db = tmp_path / "s.sqlite"
+    argv = ("run", "--grid", "smoke", "--backends", "reference", "--repeats", "1", "--db", db)
+    assert cli(*argv).rc == 0
+    con = sqlite3.connect(db)
+    key, = con.execute("SELECT attempt_key FROM attempts LIMIT 1").fetchone()
+    con.execute("DELETE FROM attempts WHERE attempt_key=?", (key,))
+    con.execute("INSERT INTO claims VALUES (?, 'far-run', 'elsewhere boot=x start=1', 1, '2026-01-01T00:00:00Z')",
+                (key,))
+    con.commit()
+    res = cli(*argv)
+    assert res.rc == 1 and "1 attempts have no row" in res.err, res.err
+    assert not con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (key,)).fetchone()
+    con.execute("DELETE FROM claims")
+    con.commit()
+    assert cli(*argv).rc == 0
+    assert con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (key,)).fetchone()
+    con.close()

@@ -37,6 +37,7 @@ class RunReport:
     retried: int  # failed rows removed to be run again
     counts: Counter = field(default_factory=Counter)  # statuses written by this run
     overhead_s: dict = field(default_factory=dict)
+    held: int = 0  # attempts left without a row: another run (live, or on another host) claims them
 
 
 class Observer:
@@ -95,10 +96,12 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
                 observer.attempt(a, where)
             return taken
 
+        runnable = [a for a in todo if not a.planned]
         try:
-            executor.run([a for a in todo if not a.planned], sink, claim)
+            executor.run(runnable, sink, claim)
         finally:
             store.release_claims(report.run_id)
+        report.held = sum(1 for a in runnable if not store.has_row(a.key))
         report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
         store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s})
         return report

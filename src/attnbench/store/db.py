@@ -224,19 +224,24 @@ class Store:
     # ---- claims: two runs sharing a store never measure one attempt twice ---------------------
     def claim(self, attempt_key: str, run_id: str) -> bool:
         """Take the attempt for this run: False when it already has a row, or another live run
-        (a process still running on this host, or any claim on another host) holds it."""
-        host, pid = socket.gethostname(), os.getpid()
+        (a process still running on this host, or any claim on another host) holds it. A claim names
+        its process by host, boot and start time (_process_id): a pid reused since, on a fresh machine
+        of the same name or after a reboot, is not the claimant."""
+        host, pid = _process_id(os.getpid()), os.getpid()
         with self.con:
             self.con.execute("BEGIN IMMEDIATE")
             if self.con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (attempt_key,)).fetchone():
                 return False
             held = self.con.execute("SELECT run_id, host, pid FROM claims WHERE attempt_key=?",
                                     (attempt_key,)).fetchone()
-            if held and held["run_id"] != run_id and not (held["host"] == host and not _alive(held["pid"])):
+            if held and held["run_id"] != run_id and _held(held["host"], held["pid"]):
                 return False
             self.con.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
                              (attempt_key, run_id, host, pid, utcnow()))
         return True
+
+    def has_row(self, attempt_key: str) -> bool:
+        return self.con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (attempt_key,)).fetchone() is not None
 
     def release_claims(self, run_id: str) -> None:
         with self.con:
@@ -244,6 +249,40 @@ class Store:
 
     def count(self) -> int:
         return self.con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _started(pid) -> str:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), or "?"."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, ValueError, IndexError):
+        return "?"
+
+
+def _process_id(pid) -> str:
+    """Who holds a claim: host name, boot id and the pid's start time, so that a pid reused later
+    (another machine of the same name, a reboot) does not pass for the claimant."""
+    return f"{socket.gethostname()} boot={_boot_id()} start={_started(pid)}"
+
+
+def _held(host, pid) -> bool:
+    """Whether the claimant (host as _process_id wrote it, and its pid) may still be running: a claim
+    of another host is held; one of this host is held while that pid runs with the same start time
+    (an older claim that names only the host: while the pid runs)."""
+    name = socket.gethostname()
+    if not host or host.split(" boot=")[0] != name:
+        return True
+    if " boot=" not in host:
+        return _alive(pid)
+    return _alive(pid) and host == _process_id(pid)
 
 
 def _alive(pid) -> bool:
