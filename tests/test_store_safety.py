@@ -273,7 +273,7 @@ def test_bad_options_of_every_command_exit_2_and_change_nothing(cli, store_file,
     assert digest(store_file) == before and listing(tmp_path) == files
 
 
-def test_a_run_that_leaves_attempts_claimed_by_another_run_says_so_and_fails(cli, tmp_path):
+def test_a_run_that_leaves_attempts_claimed_by_another_run_says_how_many(cli, tmp_path):
     db = tmp_path / "s.sqlite"
     argv = ("run", "--grid", "smoke", "--backends", "reference", "--repeats", "1", "--db", db)
     assert cli(*argv).rc == 0
@@ -284,7 +284,7 @@ def test_a_run_that_leaves_attempts_claimed_by_another_run_says_so_and_fails(cli
                 (key,))
     con.commit()
     res = cli(*argv)
-    assert res.rc == 1 and "1 attempts have no row" in res.err, res.err
+    assert "1 attempts have no row" in res.err, res.err  # rc 0: a run beside it may be filling them
     assert not con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (key,)).fetchone()
     con.execute("DELETE FROM claims")
     con.commit()
