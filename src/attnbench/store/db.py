@@ -1,6 +1,7 @@
 """SQLite store (WAL): typed insert and query of attempts and runs, claims of running attempts."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -227,7 +228,7 @@ class Store:
         (a process still running on this host, or any claim on another host) holds it. A claim names
         its process by host, boot and start time (_process_id): a pid reused since, on a fresh machine
         of the same name or after a reboot, is not the claimant."""
-        host, pid = _process_id(os.getpid()), os.getpid()
+        host, pid = _own_id(), os.getpid()
         with self.con:
             self.con.execute("BEGIN IMMEDIATE")
             if self.con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (attempt_key,)).fetchone():
@@ -251,6 +252,7 @@ class Store:
         return self.con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
 
 
+@functools.cache
 def _boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -271,6 +273,16 @@ def _process_id(pid) -> str:
     """Who holds a claim: host name, boot id and the pid's start time, so that a pid reused later
     (another machine of the same name, a reboot) does not pass for the claimant."""
     return f"{socket.gethostname()} boot={_boot_id()} start={_started(pid)}"
+
+
+@functools.cache
+def _own_id_of(pid: int) -> str:
+    return _process_id(pid)
+
+
+def _own_id() -> str:
+    """This process's claim name, read from /proc once per process (not once per claim)."""
+    return _own_id_of(os.getpid())
 
 
 def _held(host, pid) -> bool:
