@@ -635,10 +635,11 @@ def backends():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("named", [False, True])
-def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named):
+@pytest.mark.parametrize("named,devices", [(False, None), (True, None), (False, "cpu:0,cpu:1")])
+def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named, devices):
     """Cold starts depend on a cache the run controls and records: a fresh one per run, removed after
-    it, or one the user names, kept."""
+    it, or one the user names, kept. Several devices of one run share it (a kernel compiled for one
+    is not compiled again for its neighbour)."""
     from attnbench.cli.main import main
 
     plugin = tmp_path / "cacheprobe.py"
@@ -646,13 +647,16 @@ def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named):
     db = tmp_path / "c.sqlite"
     cache = tmp_path / "cc"
     argv = ["run", "--repeats", "1", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false", "--plugin", str(plugin),
-            "--backends", "cache-probe", "--db", str(db), "--device", "cpu"]
+            "--backends", "cache-probe", "--db", str(db)]
+    argv += ["--devices", devices, "--replicate"] if devices else ["--device", "cpu"]
     assert main(argv + (["--compile-cache", str(cache)] if named else [])) == 0
-    (row,) = rows_of(db)
+    rows = rows_of(db)
+    assert len(rows) == (2 if devices else 1)
     prov = json.loads(sqlite3.connect(db).execute("SELECT provenance FROM runs").fetchone()[0])
     used = prov["compile_cache"]["dir"]
     assert prov["compile_cache"]["kind"] == ("named" if named else "fresh")
-    assert f"cache={used}/inductor triton={used}/triton" in row["reason"]
+    for row in rows:  # every device's workers compiled into the one cache
+        assert f"cache={used}/inductor triton={used}/triton" in row["reason"]
     assert prov["compile_workers_env"]["TORCHINDUCTOR_CACHE_DIR"] == f"{used}/inductor"
     if named:
         assert used == str(cache)

@@ -29,6 +29,9 @@ class LocalConfig:
     strict_isolation: bool = False  # a fresh process for every attempt of a compile-based backend
     log_level: int = logging.WARNING  # workers' logging level
     compile_cache: str | None = None  # a named compiler cache; None: a fresh one for this run
+    # a fresh cache this run made for several executors (runner/multi.py: one for every device, so a
+    # kernel one device compiled is not compiled again for its neighbour); None: the executor makes its own
+    run_cache: str | None = None
 
 
 def worker_slot(backend, strict_isolation: bool = False) -> str | None:
@@ -56,8 +59,9 @@ class LocalExecutor(BaseExecutor):
         self._repeat = None  # the repeat the current workers serve
         self._current = None  # the workload the workers hold inputs for
         self.starting: list[Worker] = []  # workers _prestart() waits on
-        self._fresh_cache = None if cfg.compile_cache else tempfile.TemporaryDirectory(prefix="attnbench-compile-")
-        self.cache_dir = cfg.compile_cache or self._fresh_cache.name
+        own = not (cfg.compile_cache or cfg.run_cache)
+        self._fresh_cache = tempfile.TemporaryDirectory(prefix="attnbench-compile-") if own else None
+        self.cache_dir = cfg.compile_cache or cfg.run_cache or self._fresh_cache.name
 
     def _spec(self, a: Attempt) -> dict:
         return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.device,
