@@ -66,13 +66,45 @@ class Lane(Protocol):
         """After DeviceLost: True when the lane can take work again (a replacement started)."""
 
 
+class Runs:
+    """The groups of one queue, shared by k lanes, cut into k contiguous runs of the plan's order:
+    lane i takes the head of run i, so a device walks consecutive workloads as one GPU would (a
+    worker reuses what the previous workload left in its process: an autotuned kernel of the same
+    size, a library's plan; pulled one by one from a common head, two GPUs took neighbouring
+    workloads at the same moment and both paid the first call). A lane whose run is empty takes the
+    tail of the longest run left: the groups that run's lane would reach last."""
+
+    def __init__(self, groups: Iterable[Group], k: int):
+        gs = list(groups)
+        cuts = [round(i * len(gs) / max(k, 1)) for i in range(max(k, 1) + 1)]
+        self.runs = [deque(gs[a:b]) for a, b in zip(cuts, cuts[1:])]
+
+    def take(self, i: int) -> Group | None:
+        if self.runs[i]:
+            return self.runs[i].popleft()
+        longest = max(self.runs, key=len)
+        return longest.pop() if longest else None
+
+    def put_back(self, i: int, g: Group) -> None:
+        """A group a lane could not finish: first in its own run (its lane, recovered, or a thief runs it)."""
+        self.runs[i].appendleft(g)
+
+    def attempts_left(self) -> int:
+        return sum(len(g.attempts) for r in self.runs for g in r)
+
+
 def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, set], sink: Sink,
           claim: Claim, kill: Callable[[bool], None]) -> None:
     """Each lane pulls whole groups from its queue on a thread of its own; claims and outcomes come
     back here. A lane that loses its device puts the group's unfinished attempts back at the head of
     its queue (another lane of the queue, or its replacement, runs them). kill(everything) makes the
     lanes stop waiting on their devices (an interrupt): after a grace period everything=True.
-    Work left in a queue no lane can serve is an error (run the command again to resume)."""
+    Work left in a queue no lane can serve is an error (run the command again to resume). Lanes that
+    share a queue share it as Runs: each walks a contiguous part of the plan."""
+    members: dict[Hashable, list[Lane]] = {}
+    for lane in lanes:
+        members.setdefault(lane.queue, []).append(lane)
+    shared = {q: Runs(groups, len(members.get(q, ()))) for q, groups in queues.items()}
     inbox: queue.Queue = queue.Queue()  # claims, outcomes and ends from the lanes, read here only
     stop = threading.Event()
     lock = threading.Lock()
@@ -88,11 +120,12 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
                     return False
 
     def dispatch(lane: Lane) -> None:
-        q = queues.get(lane.queue, deque())
+        q = shared.get(lane.queue) or Runs((), 1)
+        mine = members[lane.queue].index(lane)
         try:
             while not stop.is_set():
                 with lock:
-                    g = q.popleft() if q else None
+                    g = q.take(mine)
                 if g is None:
                     break
                 i = 0
@@ -104,7 +137,7 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
                         inbox.put(("outcome", lane.run_attempt(a)))
                 except DeviceLost as e:
                     with lock:  # the attempt in flight and those after it: nothing of theirs was written
-                        q.appendleft(Group(g.repeat, g.attempts[i:]))
+                        q.put_back(mine, Group(g.repeat, g.attempts[i:]))
                     inbox.put(("lost", lane.label, f"{e}; {len(g.attempts) - i} attempt(s) put back"))
                     if stop.is_set() or not lane.recover():
                         break
@@ -136,7 +169,7 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
                 raise rest[0]
             else:
                 done += 1
-        left = sum(len(g.attempts) for q in queues.values() for g in q)
+        left = sum(q.attempts_left() for q in shared.values())
         if left:
             raise RuntimeError(f"{left} attempt(s) were not run: every device that could run them was lost; "
                                "run the same command again to resume")
