@@ -100,6 +100,11 @@ def test_lanes_sharing_a_queue_each_walk_a_contiguous_part_of_the_plan_then_take
     assert [len(r.runs) for r in (Runs([], 3), Runs([Group(0, [0])], 0))] == [3, 1]
 
 
+def test_lanes_sharing_a_queue_with_nothing_left_end_at_once():
+    lanes = [Lane("a", 0), Lane("b", 0)]
+    assert run(lanes, attempts=[]) == [] and lanes[1].ran == []
+
+
 def test_a_fast_lane_keeps_plan_order_and_takes_the_slow_lanes_tail_every_attempt_once():
     """Neighbouring workloads stay on one device (a worker reuses what the last workload left), and
     the faster device still takes over what the slower one would reach last."""

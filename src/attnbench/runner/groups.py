@@ -120,7 +120,7 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
                     return False
 
     def dispatch(lane: Lane) -> None:
-        q = shared.get(lane.queue) or Runs((), 1)
+        q = shared.get(lane.queue) or Runs((), len(members[lane.queue]))  # a queue with nothing left
         mine = members[lane.queue].index(lane)
         try:
             while not stop.is_set():
