@@ -97,7 +97,7 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
           claim: Claim, kill: Callable[[bool], None]) -> None:
     """Each lane pulls whole groups from its queue on a thread of its own; claims and outcomes come
     back here. A lane that loses its device puts the group's unfinished attempts back at the head of
-    its queue (another lane of the queue, or its replacement, runs them). kill(everything) makes the
+    its run of the queue (its replacement, or another lane of the queue, runs them). kill(everything) makes the
     lanes stop waiting on their devices (an interrupt): after a grace period everything=True.
     Work left in a queue no lane can serve is an error (run the command again to resume). Lanes that
     share a queue share it as Runs: each walks a contiguous part of the plan."""

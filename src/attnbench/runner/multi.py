@@ -115,8 +115,8 @@ class MultiExecutor:
     """Every attempt of a (repeat, workload) group runs on one device, so drift is common to the
     backends of a workload. Default: the plan is sharded, the devices sharing one queue, each walking
     a contiguous run of it (runner/groups.py: Runs; attempt keys as on one device: resume works across
-    device counts). replicate:
-    every device runs the whole plan, under keys that hold the device's UUID (or its index)."""
+    device counts). replicate: every device runs the whole plan, under keys that hold the device's
+    UUID (or its index)."""
 
     def __init__(self, cfg: LocalConfig, devices: list[DeviceSpec], replicate: bool = False, pin: bool = True,
                  make: Callable[..., LocalExecutor] = LocalExecutor):
