@@ -292,6 +292,25 @@ def test_a_run_on_two_devices_is_judged_on_its_device_time():
     assert "on 1 devices" not in terminal.overview_line(one)
 
 
+def test_a_runs_start_up_is_part_of_its_wall_and_a_phase_of_its_own():
+    """The command's start-up before the run (interpreter, workers, provenance, plan) is wall the
+    sweep spent: counted in wall ÷ timed, per device on several, and not as 'outside attempts'."""
+    import json
+
+    rows = [ok(i, "a", 10.0, samples_us=[1000.0] * 4, calls_per_sample=100, warmup_us=0.0, wall_s=1.5,
+               phases_s=json.dumps({"timing": 0.5, "cold_call": 0.5})) for i in range(2)]
+    run = {"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:02Z",
+           "provenance": {"devices": [{"label": "cpu:0"}, {"label": "cpu:1"}], "startup_s": 0.5}}
+    o = run_overview(frame(rows), [run])
+    assert o["sweep_wall_s"] == 2.5 and o["sweep_device_s"] == 5.0 and o["startup_s"] == 1.0
+    assert o["wall_over_timed"] == pytest.approx(5.0 / 0.8)
+    got = dict(o["wall_by_phase"])
+    assert got["start-up before the run"] == pytest.approx(1.0)
+    assert got["outside attempts"] == pytest.approx(4.0 - 3.0) and sum(got.values()) == pytest.approx(5.0)
+    older = run_overview(frame(rows), [{**run, "provenance": {"devices": run["provenance"]["devices"]}}])
+    assert older["sweep_wall_s"] == 2.0 and "start-up before the run" not in dict(older["wall_by_phase"])
+
+
 def test_the_overview_counts_the_late_graph_samples_of_ok_rows():
     rows = [ok(0, "a", 10.0, late_samples=3), ok(1, "b", 11.0, late_samples=0), ok(2, "c", 12.0, late_samples=1),
             ok(3, "d", 13.0, late_samples=None),  # a row from before the column

@@ -31,8 +31,9 @@ def run_devices(run: dict) -> int:
 
 
 def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
-    """How a store's sweep went: attempts per status; sweep wall time (the runs' start to finish, or
-    to their last row if interrupted) and device time (each run's wall × the devices it ran on at
+    """How a store's sweep went: attempts per status; sweep wall time (each run's start-up, from its
+    command's start to the run's, then the run's start to finish, or to its last row if interrupted;
+    runs written before start-ups were recorded count from the run's start) and device time (each run's wall × the devices it ran on at
     once) over the summed timed device time (every sample × its calls); and how well repeats agree
     (CV of per-repeat medians over workload × backend). Only runs with at least one attempt in `df`
     count: the wall time of a run whose rows were filtered out (another tag) or that wrote nothing new
@@ -40,16 +41,18 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     samples: on one device the wall's, on several what the sweep cost each device for its samples."""
     out: dict = {"attempts": int(len(df)),
                  "status": {k: int(v) for k, v in df["status"].value_counts().items()} if len(df) else {}}
-    wall = device_s = 0.0
+    wall = device_s = startup_s = 0.0
     devices = 1
     for r in runs:
         mine = df.loc[df["run_id"] == r["run_id"], "created_at"] if len(df) else ()
         if not len(mine):
             continue
-        seconds = _seconds(r.get("started_at"), r.get("finished_at") or mine.max()) or 0.0
+        up = float((r.get("provenance") or {}).get("startup_s") or 0.0)
+        seconds = (_seconds(r.get("started_at"), r.get("finished_at") or mine.max()) or 0.0) + up
         n = run_devices(r)
         wall += seconds
         device_s += seconds * n
+        startup_s += up * n
         devices = max(devices, n)
     out["sweep_wall_s"] = wall
     out["sweep_device_s"] = device_s
@@ -60,7 +63,8 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
         timed += sum(json_list(s)) * (int(k) if pd.notna(k) else 1) / 1e6
     out["timed_s"] = timed
     out["wall_over_timed"] = device_s / timed if timed > 0 else None
-    out["wall_by_phase"] = wall_by_phase(df, device_s, timed)
+    out["startup_s"] = startup_s
+    out["wall_by_phase"] = wall_by_phase(df, device_s, timed, startup_s)
     # graph samples the host was late to queue (dropped, not timed; measure/timing.py: GraphSampler)
     late = pd.to_numeric(ok.get("late_samples", pd.Series(dtype=float)), errors="coerce").fillna(0)
     out["late_samples"] = {"samples": int(late.sum()), "rows": int((late > 0).sum())}
@@ -87,14 +91,15 @@ PHASE_LABELS = {"cold_call": "first call (compiles)", "hard": "hard-input checks
                 "memory": "peak memory", "prepare": "prepare"}
 
 
-def wall_by_phase(df: pd.DataFrame, wall: float, timed: float) -> list[tuple[str, float]]:
+def wall_by_phase(df: pd.DataFrame, wall: float, timed: float, startup: float = 0.0) -> list[tuple[str, float]]:
     """Where a sweep's wall (its device time: wall × devices, run_overview) went, largest first: the
     timed samples; the rest of the timing phase
     (warm-up, and blocks, telemetry and syncs between samples); each gate's summed phase seconds
     (every attempt, whatever its status); what attempts spent between their phases (the input
-    fingerprints, memory handed back, the worker's messages); and what no attempt holds (worker starts and stops,
-    provenance and ceilings, releases between workloads, messages and the store). Empty when no row
-    has phases."""
+    fingerprints, memory handed back, the worker's messages); the runs' start-up (the interpreter, the
+    first workers, provenance and ceilings, the plan); and what no attempt holds after it (later worker
+    starts and stops, releases between workloads, messages and the store). Empty when no row has
+    phases."""
     if not len(df) or "phases_s" not in df or not df["phases_s"].notna().any():
         return []
     sums: dict[str, float] = {}
@@ -110,8 +115,10 @@ def wall_by_phase(df: pd.DataFrame, wall: float, timed: float) -> list[tuple[str
     held = float(pd.to_numeric(df.get("wall_s"), errors="coerce").fillna(0).sum())
     # input fingerprints between phases, the memory handed back after each attempt, the worker's messages
     out.append(("in attempts, between phases", max(held - phased, 0.0)))
+    if startup:
+        out.append(("start-up before the run", startup))
     if wall:
-        out.append(("outside attempts", max(wall - held, 0.0)))
+        out.append(("outside attempts", max(wall - startup - held, 0.0)))
     return sorted(out, key=lambda kv: -kv[1])
 
 

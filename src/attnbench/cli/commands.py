@@ -202,7 +202,7 @@ def cmd_run(args, argv) -> int:
                       compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None)
     label = ",".join(d.label for d in devices) if devices else ("ray:all GPUs" if ray else device)
     req = RunRequest(label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
-                     shlex.join(["attnbench"] + list(argv)), args.retry_failed)
+                     shlex.join(["attnbench"] + list(argv)), args.retry_failed, getattr(args, "began", None))
     if ray:
         from ..runner.ray_exec import RayExecutor
 
@@ -236,7 +236,7 @@ def cmd_run(args, argv) -> int:
     try:
         with SweepProgress(err) as prog:
             report = _ray_errors(conduct, executor, store, req, prog)
-        summary(err, store, report.counts, report.resumed, db, report.overhead_s)
+        summary(err, store, report.counts, report.resumed, db, report.overhead_s, report.startup_s)
         if report.held:
             err.print(f"[bold yellow]{report.held} attempts have no row[/]: another run claims them (still running, "
                       "or on another host); run again once it has ended")

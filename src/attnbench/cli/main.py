@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import sys
+import time
 
 from . import commands
 from .parser import UsageError, build_parser
@@ -15,9 +16,15 @@ def main(argv: list[str] | None = None) -> int:
     from ..workloads import WorkloadError
     from ..workloads.grids import GridError
 
+    from ..procinfo import age_s
+
+    # when the command began: run as a program, at the process's start (the interpreter and imports are
+    # the command's too); called from Python (tests, notebooks), now
+    began = time.monotonic() - ((age_s() or 0.0) if argv is None else 0.0)
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser().parse_args(argv)
+        args.began = began
         logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
                             format="%(levelname)s %(name)s: %(message)s")
         if not args.cmd:

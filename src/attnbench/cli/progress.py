@@ -87,10 +87,13 @@ class SweepProgress(Observer):
         self.progress.update(self.task, advance=1, counts=self._counts())
 
 
-def summary(console: Console, store, counts: Counter, skipped: int, db, overhead: dict | None = None) -> None:
+def summary(console: Console, store, counts: Counter, skipped: int, db, overhead: dict | None = None,
+            startup_s: float | None = None) -> None:
     parts = ", ".join(f"{s} {counts[s]}" for s in ORDER if counts[s]) or "nothing new"
     console.print(f"[bold]done[/]: {sum(counts.values())} attempts this run ({parts})"
                   + (f"; {skipped} already in the store" if skipped else ""))
+    if startup_s is not None:  # worker start and provenance are in it, the rest of the ledger is not
+        console.print(f"start-up before the first attempt: {startup_s:.1f} s")
     if overhead:
         console.print("sweep overhead outside attempts: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s"
                                                                     for k, v in overhead.items()))

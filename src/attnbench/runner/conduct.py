@@ -2,6 +2,7 @@
 planned-out rows, let the executor run the rest into the sink, record the run."""
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ class RunRequest:
     grid: str = ""
     argv: str = ""
     retry_failed: bool = False  # TIMEOUT, CRASH and ERROR rows of these attempts are run again
+    began: float | None = None  # time.monotonic() when the command began; None: when conduct() was called
 
 
 @dataclass
@@ -37,6 +39,7 @@ class RunReport:
     retried: int  # failed rows removed to be run again
     counts: Counter = field(default_factory=Counter)  # statuses written by this run
     overhead_s: dict = field(default_factory=dict)
+    startup_s: float | None = None  # from the command's start to the run's (interpreter, workers, provenance, plan)
     held: int = 0  # attempts left without a row: another run (live, or on another host) claims them
 
 
@@ -72,13 +75,15 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
     """Run the request through the executor into the store; returns what was done. The executor
     is closed on the way out, also when interrupted."""
     observer = observer or Observer()
+    began = time.monotonic() if req.began is None else req.began
     try:
         observer.starting(req.device)
         started = executor.start(req.device, req.backends)
         attempts = executor.plan(req.workloads, req.backends, req.repeats, req.tag, req.seed, req.inputs)
         retried = store.delete_failed({a.key for a in attempts}) if req.retry_failed else 0
         todo = pending(attempts, store.done_keys())
-        report = RunReport(new_run_id(), attempts, len(attempts) - len(todo), retried)
+        report = RunReport(new_run_id(), attempts, len(attempts) - len(todo), retried,
+                           startup_s=round(time.monotonic() - began, 2))
         store.start_run(report.run_id, req.tag, req.grid, req.argv, started.device.name, started.provenance)
         prov = started.provenance
         sink = RowSink(store, report.run_id, req.tag, {**toolkit_columns(prov), "inputs": req.inputs},
@@ -103,7 +108,7 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
             store.release_claims(report.run_id)
         report.held = sum(1 for a in runnable if not store.has_row(a.key))
         report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
-        store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s})
+        store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s, "startup_s": report.startup_s})
         return report
     finally:
         executor.close()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+from ..procinfo import start_ticks
 from .schema import ATTEMPT_COLUMNS, BACKFILL, CLAIMS_DDL, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
 
 LOCK_TIMEOUT_S = 30  # how long a write waits for another process's lock before giving up
@@ -260,19 +261,10 @@ def _boot_id() -> str:
         return "?"
 
 
-def _started(pid) -> str:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), or "?"."""
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]
-    except (OSError, ValueError, IndexError):
-        return "?"
-
-
 def _process_id(pid) -> str:
     """Who holds a claim: host name, boot id and the pid's start time, so that a pid reused later
     (another machine of the same name, a reboot) does not pass for the claimant."""
-    return f"{socket.gethostname()} boot={_boot_id()} start={_started(pid)}"
+    return f"{socket.gethostname()} boot={_boot_id()} start={start_ticks(pid)}"
 
 
 @functools.cache
