@@ -1,9 +1,19 @@
-"""What /proc says about a process (Linux): its start time, and from it how long it has run."""
+"""What /proc says (Linux): this boot's id, a process's start time, and from it how long it has run."""
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
+
+
+@functools.cache
+def boot_id() -> str:
+    """This boot's random id, or "?"."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "?"
 
 
 def start_ticks(pid) -> str:

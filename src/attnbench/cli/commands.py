@@ -202,7 +202,7 @@ def cmd_run(args, argv) -> int:
                       compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None)
     label = ",".join(d.label for d in devices) if devices else ("ray:all GPUs" if ray else device)
     req = RunRequest(label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
-                     shlex.join(["attnbench"] + list(argv)), args.retry_failed, getattr(args, "began", None))
+                     shlex.join(["attnbench"] + list(argv)), args.retry_failed, args.began)
     if ray:
         from ..runner.ray_exec import RayExecutor
 

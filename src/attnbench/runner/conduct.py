@@ -106,7 +106,8 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
             executor.run(runnable, sink, claim)
         finally:
             store.release_claims(report.run_id)
-        report.held = sum(1 for a in runnable if not store.has_row(a.key))
+        written = store.done_keys()
+        report.held = sum(1 for a in runnable if a.key not in written)
         report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
         store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s, "startup_s": report.startup_s})
         return report

@@ -75,8 +75,8 @@ class Runs:
     tail of the longest run left: the groups that run's lane would reach last."""
 
     def __init__(self, groups: Iterable[Group], k: int):
-        gs = list(groups)
-        cuts = [round(i * len(gs) / max(k, 1)) for i in range(max(k, 1) + 1)]
+        gs, k = list(groups), max(k, 1)
+        cuts = [round(i * len(gs) / k) for i in range(k + 1)]
         self.runs = [deque(gs[a:b]) for a, b in zip(cuts, cuts[1:])]
 
     def take(self, i: int) -> Group | None:
@@ -97,14 +97,15 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
           claim: Claim, kill: Callable[[bool], None]) -> None:
     """Each lane pulls whole groups from its queue on a thread of its own; claims and outcomes come
     back here. A lane that loses its device puts the group's unfinished attempts back at the head of
-    its run of the queue (its replacement, or another lane of the queue, runs them). kill(everything) makes the
-    lanes stop waiting on their devices (an interrupt): after a grace period everything=True.
+    its run of the queue (its replacement, or another lane of the queue, runs them). kill(everything)
+    makes the lanes stop waiting on their devices (an interrupt): after a grace period everything=True.
     Work left in a queue no lane can serve is an error (run the command again to resume). Lanes that
     share a queue share it as Runs: each walks a contiguous part of the plan."""
     members: dict[Hashable, list[Lane]] = {}
     for lane in lanes:
         members.setdefault(lane.queue, []).append(lane)
-    shared = {q: Runs(groups, len(members.get(q, ()))) for q, groups in queues.items()}
+    # every queue: one no lane serves counts as work left; one with nothing left still has its lanes' runs
+    shared = {q: Runs(queues.get(q, ()), len(members.get(q, ()))) for q in queues.keys() | members.keys()}
     inbox: queue.Queue = queue.Queue()  # claims, outcomes and ends from the lanes, read here only
     stop = threading.Event()
     lock = threading.Lock()
@@ -120,7 +121,7 @@ def drive(lanes: list[Lane], queues: dict[Hashable, deque], slots: dict[tuple, s
                     return False
 
     def dispatch(lane: Lane) -> None:
-        q = shared.get(lane.queue) or Runs((), len(members[lane.queue]))  # a queue with nothing left
+        q = shared[lane.queue]
         mine = members[lane.queue].index(lane)
         try:
             while not stop.is_set():

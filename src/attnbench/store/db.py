@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from ..procinfo import start_ticks
+from ..procinfo import boot_id, start_ticks
 from .schema import ATTEMPT_COLUMNS, BACKFILL, CLAIMS_DDL, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
 
 LOCK_TIMEOUT_S = 30  # how long a write waits for another process's lock before giving up
@@ -242,9 +242,6 @@ class Store:
                              (attempt_key, run_id, host, pid, utcnow()))
         return True
 
-    def has_row(self, attempt_key: str) -> bool:
-        return self.con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (attempt_key,)).fetchone() is not None
-
     def release_claims(self, run_id: str) -> None:
         with self.con:
             self.con.execute("DELETE FROM claims WHERE run_id=?", (run_id,))
@@ -253,18 +250,10 @@ class Store:
         return self.con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
 
 
-@functools.cache
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "?"
-
-
 def _process_id(pid) -> str:
     """Who holds a claim: host name, boot id and the pid's start time, so that a pid reused later
     (another machine of the same name, a reboot) does not pass for the claimant."""
-    return f"{socket.gethostname()} boot={_boot_id()} start={start_ticks(pid)}"
+    return f"{socket.gethostname()} boot={boot_id()} start={start_ticks(pid)}"
 
 
 @functools.cache
