@@ -37,8 +37,9 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     run's wall × the devices it ran on at once) over the summed timed device time (every sample ×
     its calls); and how well repeats agree (CV of per-repeat medians over workload × backend). Only
     runs with at least one attempt in `df` count: the wall time of a run whose rows were filtered out
-    (another tag) or that wrote nothing new (a finished resume) was not spent on these attempts. `wall_over_timed` is device time over timed
-    samples: on one device the wall's, on several what the sweep cost each device for its samples."""
+    (another tag) or that wrote nothing new (a finished resume) was not spent on these attempts.
+    `wall_over_timed` is device time over timed samples: on one device the wall's, on several what
+    the sweep cost each device for its samples."""
     out: dict = {"attempts": int(len(df)),
                  "status": {k: int(v) for k, v in df["status"].value_counts().items()} if len(df) else {}}
     wall = device_s = startup_s = 0.0
