@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A sweep longer than one device call (10 min): the first call starts it in a process session of its
 # own, which runs on while the machine stays warm (back-to-back calls, each within its 30 s); every
-# call waits up to WAIT seconds for it, then copies a consistent backup of the store and the log's
-# tail to $OUT. The sweep's wall is one uninterrupted span, from its start to its end.
+# call waits up to WAIT seconds for it, then copies the log's tail to $OUT with a gzipped backup of
+# the store (running) or its exports (ended). The sweep's wall is one uninterrupted span, from its
+# start to its end.
 #   NAME=pt          the run's folder, /tmp/NAME, and the names of what comes back
 #   ARGS="..."       attnbench run's arguments (not --db)
 #   LIMIT=900        seconds the run may take in all; WAIT=580 seconds this call waits
@@ -17,8 +18,13 @@ if [ ! -e "$D/started" ]; then
 fi
 end=$(( $(date +%s) + ${WAIT:-580} ))
 while [ ! -e "$D/ended" ] && [ "$(date +%s)" -lt $end ]; do sleep 2; done
-[ -e "$D/run.sqlite" ] && python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
-  "$D/run.sqlite" "$OUT/$NAME.sqlite"
+if [ -e "$D/ended" ]; then  # the store's rows travel as exports (a sweep's sqlite can pass 16 MiB)
+  python3 -m attnbench export --db "$D/run.sqlite" --out "$OUT/$NAME.jsonl.gz" > /dev/null
+  python3 -m attnbench export --db "$D/run.sqlite" --table runs --out "$OUT/$NAME.runs.jsonl" > /dev/null
+elif [ -e "$D/run.sqlite" ]; then  # a consistent backup, to resume from if the machine is lost
+  python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
+    "$D/run.sqlite" "$D/backup.sqlite" && gzip -1 -c "$D/backup.sqlite" > "$OUT/$NAME.sqlite.gz"
+fi
 tail -c 4000 "$D/log" | tr '\r' '\n' | tail -8 > "$OUT/$NAME.log.tail"
 if [ -e "$D/ended" ]; then
   echo "ended: rc $(cat "$D/rc"), wall $(python3 -c "print(round($(cat "$D/ended") - $(cat "$D/started"), 1))") s"
