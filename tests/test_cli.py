@@ -532,3 +532,42 @@ def test_min_time_samples_every_ok_row_for_at_least_the_floor_and_records_it(tmp
     for r in rows:
         samples = json.loads(r["samples_us"]) if isinstance(r["samples_us"], str) else r["samples_us"]
         assert sum(samples) * r["calls_per_sample"] / 1e6 >= 0.05
+
+
+def test_import_of_a_runs_export_as_attempts_says_which_table_it_is(cli, tmp_path):
+    (tmp_path / "r.runs.jsonl").write_text('{"run_id": "r1", "tag": "default", "provenance": "{}"}\n')
+    res = cli("import", tmp_path / "r.runs.jsonl", "--db", tmp_path / "new.sqlite")
+    assert res.rc == 2 and "--table runs" in res.err and len(res.err.strip().splitlines()) == 1
+    assert not (tmp_path / "new.sqlite").exists()
+    assert cli("import", tmp_path / "r.runs.jsonl", "--table", "runs", "--db", tmp_path / "new.sqlite").rc == 0
+
+
+@pytest.mark.parametrize("stop,rc,left", [
+    (KeyboardInterrupt, 130, ["s.sqlite.log"]),  # not bad input: what the workers logged stays
+    ("cluster", 2, []),  # bad input (a cluster that cannot serve the run): nothing at all
+])
+def test_a_run_stopped_before_its_first_row_leaves_no_store(cli, tmp_path, monkeypatch, stop, rc, left):
+    """Interrupted or refused while its workers start: the store this command created holds no run
+    and no attempt, so it is removed (a resumed run starts from nothing either way)."""
+    from attnbench.runner.local import LocalExecutor
+    from attnbench.runner.ray_exec import ClusterError
+
+    def start(self, device, backends):
+        with open(self.cfg.log_path, "a") as f:
+            f.write("a worker's line\n")  # what a worker logs while starting
+        raise ClusterError("the cluster has no such device") if stop == "cluster" else stop()
+
+    monkeypatch.setattr(LocalExecutor, "start", start)
+    res = cli("run", "--device", "cpu", "--backends", "reference", "--db", tmp_path / "s.sqlite")
+    assert res.rc == rc, res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == left
+
+
+def test_a_run_stopped_while_starting_leaves_an_existing_store_as_it_was(cli, tmp_path, monkeypatch):
+    from attnbench.runner.local import LocalExecutor
+
+    db = tmp_path / "s.sqlite"
+    Store(db).close()  # a store without rows, made before this command
+    monkeypatch.setattr(LocalExecutor, "start", lambda self, device, backends: (_ for _ in ()).throw(KeyboardInterrupt))
+    res = cli("run", "--device", "cpu", "--backends", "reference", "--db", db)
+    assert res.rc == 130 and db.exists() and rows_of(db) == []

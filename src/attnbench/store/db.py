@@ -125,7 +125,8 @@ class Store:
         self.con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
-        self.con.close()
+        """Closes the connection; closing again does nothing."""
+        self.con.close()  # sqlite3: a second close() is a no-op
 
     # ---- runs ---------------------------------------------------------------------------------
     def start_run(self, run_id: str, tag: str, grid: str, argv: str, device_name: str, provenance: dict) -> None:

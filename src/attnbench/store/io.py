@@ -184,7 +184,10 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
             raise StoreError(f"{p}: row {i + 1} is not an object")
         missing = [c for c in t.required if r.get(c) is None]
         if missing:
-            raise StoreError(f"{p}: row {i + 1} lacks {', '.join(missing)}")
+            fits = [n for n, o in TABLES.items() if n != table and all(r.get(c) is not None for c in o.required)]
+            other = max(fits, key=lambda n: len(TABLES[n].required), default=None)  # the most specific
+            hint = f" (it reads as a {other} export: --table {other})" if other else ""
+            raise StoreError(f"{p}: row {i + 1} lacks {', '.join(missing)}{hint}")
         if table == "attempts":  # an export written before a workload axis existed: its default
             r = {**{c: v for c, v in BACKFILL.items() if r.get(c) is None}, **{c: v for c, v in r.items() if v is not None}}
         typed = {}
