@@ -169,6 +169,7 @@ def test_exports_are_read_with_their_runs_and_the_site_is_replaced_whole(tmp_pat
 @pytest.mark.parametrize("case, text", [
     ("missing", "store not found"), ("garbage", "cannot read"), ("out-file", "is a file"),
     ("out-foreign", "holds other files"), ("baseline", "--baseline nope"), ("out-parent", "does not exist"),
+    ("unknown-kind", "neither an attnbench store nor an export"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, case, text):
     store = make_store(tmp_path / "s.sqlite", "alpha")
@@ -181,7 +182,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, case, te
             "out-file": [store, "--out", tmp_path / "afile"],
             "out-foreign": [store, "--out", tmp_path / "theirs"],
             "baseline": [store, "--out", tmp_path / "o", "--baseline", "nope"],
-            "out-parent": [store, "--out", tmp_path / "no" / "such" / "o"]}[case]
+            "out-parent": [store, "--out", tmp_path / "no" / "such" / "o"],
+            "unknown-kind": [tmp_path / "afile", "--out", tmp_path / "o"]}[case]
     before = sorted(p.name for p in tmp_path.rglob("*"))
     res = cli("report", *args)
     assert res.rc == 2 and text in res.err and len(res.err.strip().splitlines()) == 1, res.err

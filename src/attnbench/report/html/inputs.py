@@ -69,6 +69,11 @@ def read(specs: list[str], workdir: Path) -> tuple[pd.DataFrame, dict[str, list[
         if is_store(s.path):
             df, r = _read(Store(s.path, create=False, readonly=True), s.label)
         else:
+            try:
+                io.format_of(s.path)
+            except StoreError:  # not io's advice (--format): report takes no format
+                raise StoreError(f"{s.path} is neither an attnbench store nor an export of one (.jsonl, .csv or "
+                                 ".parquet, optionally .gz)") from None
             rows = io.read_rows(s.path)  # validated first: a bad file is one line and exit 2
             side = runs_export(s.path)
             run_rows = io.read_rows(side, table="runs") if side else []
