@@ -83,6 +83,9 @@ def test_good_is_ok_with_samples_and_checks(w):
     # answers from its cache when the same tensors come back: the hard-input pass already sees it
     ("fake-cached-result", PREFILL, "INCORRECT", "on outliers inputs"),
     ("fake-cached-result", DECODE, "INCORRECT", "on outliers inputs"),
+    # computes only into a poisoned (NaN) buffer: checks on new values find what the last call left
+    ("fake-computes-into-nan", PREFILL, "INCORRECT", "on outliers inputs"),
+    ("fake-computes-into-nan", DECODE, "INCORRECT", "on outliers inputs"),
     ("fake-falls-back-late", PREFILL_GQA, "DISPATCH_MISMATCH", "after timing: declared ['pytorch-flash-cpu'] but"),
     ("fake-partly-fused", PREFILL_GQA, "DISPATCH_MISMATCH", "undeclared kernels took"),
     ("fake-named-like-a-kernel", PREFILL, "DISPATCH_MISMATCH", "declared ['pytorch-flash-cpu'] but observed"),

@@ -75,6 +75,7 @@ def make_inputs(w: Workload, device: str, seed: int, dist: str = "normal") -> In
                     page_table=table, k_new=empty(*shape(w, w.kv_heads, 1, w.head_dim)) if new else None,
                     v_new=empty(*shape(w, w.kv_heads, 1, w.head_dim_v)) if new else None)
     refill(inputs, w, seed, dist)
+    inputs.out.fill_(float("nan"))  # poisoned: a kernel that never writes it shows as NaN
     for t in (inputs.q, inputs.k, inputs.v):
         t.requires_grad_(grad)
     return inputs
@@ -83,8 +84,10 @@ def make_inputs(w: Workload, device: str, seed: int, dist: str = "normal") -> In
 def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None:
     """Write new values into the same tensors (what a graph captured, what a cache may hold), drawn
     as make_inputs draws them but from `seed`'s own stream; refill(inputs, w, seed, dist) with the
-    seed and distribution make_inputs had restores its values exactly. The output buffer is
-    poisoned again. A paged cache's pages are drawn whole, the slack of a partly filled last page
+    seed and distribution make_inputs had restores its values exactly. The output buffer is left as
+    it is: a call on new values must not be told from a timed call by a poisoned output (a kernel
+    that computes only into a NaN buffer, and otherwise hands back what it holds, would pass every
+    check of new values); stale values in it are as wrong for the new inputs as NaN. A paged cache's pages are drawn whole, the slack of a partly filled last page
     too; the page table is the workload's own and is not redrawn. An appending decode's cache is
     drawn whole too, its slot kv_len - 1 included, and its new token after it: a refill puts the
     slot's own values back, so the cache is as before any step wrote it."""
@@ -111,7 +114,6 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
                 if chunk.element_size() == 1:  # float8: saturate, never a NaN from an out-of-range cast
                     x.clamp_(-FP8_MAX, FP8_MAX)
                 chunk.copy_(x)
-        inputs.out.fill_(float("nan"))
 
 
 FINGERPRINT_PERIOD = 997  # element i of a tensor weighs (i mod 997) + 1 in the position-weighted sum
