@@ -86,6 +86,9 @@ def test_good_is_ok_with_samples_and_checks(w):
     # computes only into a poisoned (NaN) buffer: checks on new values find what the last call left
     ("fake-computes-into-nan", PREFILL, "INCORRECT", "on outliers inputs"),
     ("fake-computes-into-nan", DECODE, "INCORRECT", "on outliers inputs"),
+    # process-wide state that the worker's next attempts share: set back, and the row is not OK
+    ("fake-sets-threads", PREFILL, "ERROR", "changed process-wide settings the next attempts share: torch threads"),
+    ("fake-fast-clock", DECODE, "IMPLAUSIBLE", "replaced time.perf_counter_ns"),
     ("fake-falls-back-late", PREFILL_GQA, "DISPATCH_MISMATCH", "after timing: declared ['pytorch-flash-cpu'] but"),
     ("fake-partly-fused", PREFILL_GQA, "DISPATCH_MISMATCH", "undeclared kernels took"),
     ("fake-named-like-a-kernel", PREFILL, "DISPATCH_MISMATCH", "declared ['pytorch-flash-cpu'] but observed"),
@@ -102,6 +105,40 @@ def test_each_failure_becomes_its_status(name, w, status, text):
     assert text in res["reason"]
     if status in ("INCORRECT", "DISPATCH_MISMATCH") and "after timing" not in res["reason"]:
         assert "samples_us" not in res  # nothing is timed after a failed check or probe
+
+
+def test_what_an_attempt_changes_in_the_process_is_set_back_for_the_next():
+    """A backend that changes the thread count, or replaces the timer's clock, fails its own row;
+    the next attempt in the same process runs with the settings and clock the worker had."""
+    import time
+
+    import torch
+
+    threads, clock = torch.get_num_threads(), time.perf_counter_ns
+    torch.set_num_threads(2)
+    try:
+        cache = attempt.WorkloadCache()
+        assert run_one("fake-sets-threads", PREFILL, cache)["status"] == "ERROR"
+        assert torch.get_num_threads() == 2
+        assert run_one("fake-fast-clock", PREFILL, cache)["status"] == "IMPLAUSIBLE"
+        assert time.perf_counter_ns is clock
+        assert run_one("fake-good", PREFILL, cache)["status"] == "OK"
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_every_watched_setting_reads_and_sets_back():
+    """Each process-wide setting the attempt guard watches can be read and set to its own value on
+    this torch (an API that moved would otherwise surface as a failed attempt)."""
+    from attnbench.runner import process_state
+
+    before = process_state.read()
+    assert {"torch threads", "autograd enabled", "default dtype", "SDPA flash enabled"} <= {
+        s.name for s, _ in before.settings}
+    for s, was in before.settings:
+        s.set(was)
+        assert s.get() == was, s.name
+    assert process_state.undo(before) == ([], [])
 
 
 def test_side_families_are_not_an_undeclared_path():

@@ -231,6 +231,27 @@ class ComputesIntoNaN(_Base):
         return fn
 
 
+class SetsThreads(_Base):
+    """Right values, after setting torch's thread count for the whole process to one."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        torch.set_num_threads(1)
+        return lambda: self.math(w, inputs)
+
+
+class FastClock(_Base):
+    """Right values, after replacing time.perf_counter_ns (the CPU timer's clock) with one that runs
+    ten times slow, so that every call seems ten times faster."""
+
+    def prepare(self, w, inputs):
+        real = time.perf_counter_ns
+        start = real()
+        time.perf_counter_ns = lambda: start + (real() - start) // 10
+        return lambda: self.math(w, inputs)
+
+
 class ScalesQ(_Base):
     """Correct output from a Q it has just scaled in place (and scales again on every call)."""
 
@@ -391,6 +412,8 @@ BACKENDS = [
     LaterGarbage(name="fake-later-garbage", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     Cached(name="fake-cached-result", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     ComputesIntoNaN(name="fake-computes-into-nan", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    SetsThreads(name="fake-sets-threads", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    FastClock(name="fake-fast-clock", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     ScalesQ(name="fake-scales-q", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     HostOom(name="fake-host-oom", family="plugin", kernel_families=GEMM),
     LibraryOom(name="fake-library-oom", family="plugin", kernel_families=GEMM),

@@ -11,6 +11,7 @@ from ..measure import correctness, dispatch, memory, telemetry, timing
 from ..measure.device import bind
 from ..measure.inputs import DISTRIBUTIONS, fingerprint, make_inputs, refill
 from ..measure.step import make_step
+from . import process_state
 from ..workloads import Workload
 from ..workloads.append import appending, slot
 from ..status import OOM_WORDS, Status
@@ -61,7 +62,14 @@ class WorkloadCache:
 
 def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None = None) -> dict:
     """The values this attempt measured (record columns of origin "attempt", see attnbench/record.py),
-    plus "fatal" when the worker's CUDA context is broken. Every failure becomes a status."""
+    plus "fatal" when the worker's CUDA context is broken. Every failure becomes a status; so does a
+    change to what the worker's next attempts share (runner/process_state.py), which is set back."""
+    before = process_state.read()
+    res = _run(spec, backend, cache, classifier)
+    return process_state.verdict(res, *process_state.undo(before))
+
+
+def _run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None) -> dict:
     import torch
 
     w = Workload.from_dict(spec["workload"])
