@@ -205,6 +205,17 @@ def test_work_the_timer_cannot_see_is_never_ok(tmp_path):
     assert statuses == {("prefill", "eager"): "OK", ("decode", "eager"): "OK"} and graph in ("INCORRECT", "IMPLAUSIBLE")
 
 
+def test_a_stream_left_current_is_set_back(tmp_path):
+    """A backend that leaves its own stream current fails its rows (ERROR, naming the stream); the
+    backends after it in the same worker run on the default stream and stay OK."""
+    rows = run_cli(tmp_path, HIDDEN, "fake-sets-stream,sdpa-flash,sdpa-math")
+    for r in rows:
+        print("ROW", r["backend"], r["mode"], r["launch"], r["status"], (r["reason"] or "")[:120])
+    sets = by(rows, "fake-sets-stream")
+    assert sets and all(r["status"] != "OK" and "CUDA stream" in r["reason"] for r in sets), sets
+    assert all(r["status"] == "OK" for r in rows if r["backend"] != "fake-sets-stream"), rows
+
+
 def _uuid(index: int) -> str:
     return "GPU-" + str(torch.cuda.get_device_properties(index).uuid)
 

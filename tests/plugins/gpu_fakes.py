@@ -88,6 +88,17 @@ class OwnStream(Backend):
         return fn
 
 
+class SetsStream(Backend):
+    """Makes a stream of its own the process's current stream in prepare and leaves it so: its
+    calls are right and timed on it; the attempts after it would inherit it."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        torch.cuda.set_stream(torch.cuda.Stream())
+        return _sdpa(w, inputs)
+
+
 class OutsideGraph(Backend):
     """Correct eager calls; under graph capture it records nothing and hands back the buffer the last
     eager call filled, so a replay does no work."""
@@ -109,6 +120,8 @@ class OutsideGraph(Backend):
 BACKENDS = [
     OwnStream(name="fake-own-stream", family="plugin", devices=("cuda",), modes=("prefill", "decode"),
               dtypes=("bf16", "fp16"), kernel_families=FLASH),
+    SetsStream(name="fake-sets-stream", family="plugin", devices=("cuda",), modes=("prefill", "decode"),
+               dtypes=("bf16", "fp16"), kernel_families=FLASH),
     OutsideGraph(name="fake-outside-graph", family="plugin", devices=("cuda",), modes=("prefill", "decode"),
                  dtypes=("bf16", "fp16"), kernel_families=FLASH),
     IllegalAddress(name="fake-illegal-address", family="plugin", devices=("cuda",), kernel_families=TRITON),

@@ -64,6 +64,10 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch
     """The values this attempt measured (record columns of origin "attempt", see attnbench/record.py),
     plus "fatal" when the worker's CUDA context is broken. Every failure becomes a status; so does a
     change to what the worker's next attempts share (runner/process_state.py), which is set back."""
+    try:
+        bind(spec["device"])  # the attempt's own GPU is current before the state is read: binding is no change
+    except Exception:  # noqa: BLE001  (_run binds again, and turns the failure into the attempt's status)
+        pass
     before = process_state.read()
     res = _run(spec, backend, cache, classifier)
     return process_state.verdict(res, *process_state.undo(before))

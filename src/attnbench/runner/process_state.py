@@ -28,6 +28,7 @@ class Setting:
     name: str
     get: Callable[[], Any]
     set: Callable[[Any], None]
+    key: Callable[[Any], Any] = lambda v: v  # what is compared (a stream: its device and handle, not the object)
 
 
 def _attr(owner: Callable[[], Any], name: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
@@ -60,7 +61,8 @@ def _settings() -> list[Setting]:
             out.append(Setting(f"SDPA {kind} enabled", get, put))
     if torch.cuda.is_initialized():  # never initialise CUDA to read it
         out.append(Setting("CUDA device", torch.cuda.current_device, torch.cuda.set_device))
-        out.append(Setting("CUDA stream", torch.cuda.current_stream, torch.cuda.set_stream))
+        out.append(Setting("CUDA stream", torch.cuda.current_stream, torch.cuda.set_stream,
+                           key=lambda st: (st.device, st.cuda_stream)))
     return out
 
 
@@ -105,7 +107,7 @@ def undo(before: State) -> tuple[list[str], list[str]]:
     changed, replaced = [], []
     for s, was in before.settings:
         now = s.get()
-        if now != was:
+        if s.key(now) != s.key(was):
             changed.append(f"{s.name} {was} -> {now}")
             try:
                 s.set(was)
