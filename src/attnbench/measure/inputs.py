@@ -88,9 +88,10 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
     it is: a call on new values must not be told from a timed call by a poisoned output (a kernel
     that computes only into a NaN buffer, and otherwise hands back what it holds, would pass every
     check of new values); stale values in it are as wrong for the new inputs as NaN. A paged
-    cache's pages are drawn whole, the slack of a partly filled last page too; the page table is the workload's own and is not redrawn. An appending decode's cache is
-    drawn whole too, its slot kv_len - 1 included, and its new token after it: a refill puts the
-    slot's own values back, so the cache is as before any step wrote it."""
+    cache's pages are drawn whole, the slack of a partly filled last page too; the page table is
+    the workload's own and is not redrawn. An appending decode's cache is drawn whole too, its slot
+    kv_len - 1 included, and its new token after it: a refill puts the slot's own values back, so
+    the cache is as before any step wrote it."""
     import torch
 
     if dist not in DISTRIBUTIONS:
