@@ -6,6 +6,9 @@
 #                   prints both walls and sharded / one GPU (target <= 0.55). About 200 + 330 s.
 #   STEP=replicate  --devices 0,1 --replicate, then `attnbench analyze --by device_uuid` of it: the
 #                   winner-change rate between two GPUs of one model (the method's noise floor). About 330 s.
+#   STEP=tests      the GPU tests (one- and two-GPU ones, the library backends that are installed).
+# After a run step, the rows that changed their worker's shared state (runner/process_state.py) are
+# listed: a real backend should have none.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/x2
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-100}
@@ -14,7 +17,7 @@ keep() {
   cp /tmp/x2/walls.txt /tmp/x2/*.md "$OUT"/ 2>/dev/null; true
 }
 nvidia-smi --query-gpu=index,name,uuid --format=csv,noheader
-case ${STEP:?STEP=ratio|replicate} in
+case ${STEP:?STEP=ratio|replicate|tests} in
   ratio)
     PHASES="shard one" REPEATS=${REPEATS:-1} DB_DIR=/tmp/x2 LIMIT_shard=${SHARD_LIMIT:-215} \
       LIMIT_one=${ONE_LIMIT:-368} bash scripts/h200_multi.sh 2>&1 | grep -v -i warn | tail -9 ;;
@@ -23,6 +26,17 @@ case ${STEP:?STEP=ratio|replicate} in
       bash scripts/h200_multi.sh 2>&1 | grep -v -i warn | tail -4
     python3 -m attnbench analyze --by device_uuid /tmp/x2/multi-replicate.sqlite --md /tmp/x2/replicate-analyze.md \
       2>&1 | tail -25 ;;
-  *) echo "STEP=ratio|replicate"; exit 2 ;;
+  tests)
+    python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_backends.py -p no:cacheprovider 2>&1 \
+      | tee "$OUT/gpu_tests.log" | tail -15
+    exit 0 ;;
+  *) echo "STEP=ratio|replicate|tests"; exit 2 ;;
 esac
+python3 - /tmp/x2/*.sqlite <<'PY'
+import sqlite3, sys
+for f in sys.argv[1:]:
+    for r in sqlite3.connect(f).execute("select backend, status, count(*), min(substr(reason, 1, 100)) from attempts "
+                                        "where reason like '%set back%' group by 1, 2"):
+        print(f.rsplit("/", 1)[-1], *r)
+PY
 keep
