@@ -86,6 +86,8 @@ def test_good_is_ok_with_samples_and_checks(w):
     # computes only into a poisoned (NaN) buffer: checks on new values find what the last call left
     ("fake-computes-into-nan", PREFILL, "INCORRECT", "on outliers inputs"),
     ("fake-computes-into-nan", DECODE, "INCORRECT", "on outliers inputs"),
+    # the softmax scale is an input the backends share: changing it is writing an input
+    ("fake-changes-scale", PREFILL, "INCORRECT", "input scale changed during the hard-input check"),
     # process-wide state that the worker's next attempts share: set back, and the row is not OK
     ("fake-sets-threads", PREFILL, "ERROR", "changed process-wide settings the next attempts share: torch threads"),
     ("fake-fast-clock", DECODE, "IMPLAUSIBLE", "replaced time.perf_counter_ns"),
@@ -125,6 +127,15 @@ def test_what_an_attempt_changes_in_the_process_is_set_back_for_the_next():
         assert run_one("fake-good", PREFILL, cache)["status"] == "OK"
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_changed_scale_is_not_handed_to_the_next_backend():
+    """The inputs a backend changed a plain attribute of (the softmax scale) are drawn again for
+    the next backend of the workload, even in a cache no one cleared."""
+    cache = attempt.WorkloadCache()
+    assert run_one("fake-changes-scale", DECODE, cache)["status"] == "INCORRECT"
+    assert run_one("fake-good", DECODE, cache)["status"] == "OK"
+    assert cache.inputs.scale == 1 / DECODE.head_dim ** 0.5
 
 
 def test_every_watched_setting_reads_and_sets_back():

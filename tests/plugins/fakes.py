@@ -231,6 +231,22 @@ class ComputesIntoNaN(_Base):
         return fn
 
 
+class ChangesScale(_Base):
+    """Right on its first call; on its second it halves the workload's softmax scale (a plain
+    attribute of the inputs every backend shares) and computes with it from then on."""
+
+    def prepare(self, w, inputs):
+        n = {"calls": 0}
+
+        def fn():
+            n["calls"] += 1
+            if n["calls"] == 2:
+                inputs.scale *= 0.5
+            return self.math(w, inputs)
+
+        return fn
+
+
 class SetsThreads(_Base):
     """Right values, after setting torch's thread count for the whole process to one."""
 
@@ -412,6 +428,7 @@ BACKENDS = [
     LaterGarbage(name="fake-later-garbage", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     Cached(name="fake-cached-result", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     ComputesIntoNaN(name="fake-computes-into-nan", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    ChangesScale(name="fake-changes-scale", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     SetsThreads(name="fake-sets-threads", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     FastClock(name="fake-fast-clock", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     ScalesQ(name="fake-scales-q", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),

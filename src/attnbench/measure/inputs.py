@@ -124,7 +124,8 @@ FINGERPRINT_CHUNK = (1 << 24) // FINGERPRINT_PERIOD * FINGERPRINT_PERIOD  # a wh
 def fingerprint(inputs: Inputs) -> dict[str, tuple[float, ...]]:
     """Per input tensor (a paged cache's page table and an appending decode's new token too), three
     float64 reductions (sum, sum of squares, a position-weighted sum): any write into it, even a
-    rounding in place, changes them; no copy of the tensor is kept. Taken four or five times per
+    rounding in place, changes them; no copy of the tensor is kept. The softmax scale is one more
+    entry, as it is. Taken four or five times per
     attempt, so it is made cheap: each chunk is upcast once, the weighted sum comes from the sums of
     its columns as a (rows, 997) view, and all tensors' sums reach the host in one transfer."""
     import torch
@@ -148,6 +149,6 @@ def fingerprint(inputs: Inputs) -> dict[str, tuple[float, ...]]:
             acc[1] += x.square_().sum()
         names.append(name)
         accs.append(acc)
-    if not accs:
-        return {}
-    return {n: tuple(v) for n, v in zip(names, torch.stack(accs).tolist())}
+    sums = {n: tuple(v) for n, v in zip(names, torch.stack(accs).tolist())} if accs else {}
+    # the softmax scale is an input too: every backend of the workload, and every reference, reads it
+    return {**sums, "scale": (float(inputs.scale),)}
