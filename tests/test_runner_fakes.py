@@ -786,3 +786,36 @@ def test_a_fault_reported_when_the_worker_gives_memory_back_is_a_crash_row_not_a
     fatal = {"status": "CRASH", "reason": "CUDA context broken: x", "fatal": True}
     calls.clear()
     assert worker.finish(fatal, b) is fatal and calls == []
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (an orphan's zombie may wait for a reaper)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_child_processes_of_a_backend_do_not_outlive_its_worker(tmp_path, monkeypatch):
+    """A backend that starts a child and hangs (TIMEOUT: its worker killed), and one that starts a
+    child and returns right values (OK, the child never stopped): when the run ends neither child is
+    left running, though each was started to sleep for ten minutes."""
+    from attnbench.cli.main import main
+
+    pids = tmp_path / "children"
+    monkeypatch.setenv("ATTNBENCH_FAKE_CHILD_PIDS", str(pids))
+    grid = tmp_path / "g.yaml"
+    grid.write_text("workloads:\n  - {mode: prefill, batch: 1, q_heads: 2, kv_heads: 1, head_dim: 16, seqlen: 32, "
+                    "dtype: fp32}\n")
+    db = tmp_path / "c.sqlite"
+    assert main(["run", "--repeats", "1", "--config", str(grid), "--plugin", FAKES, "--backends",
+                 "fake-hangs-with-child,fake-leaves-child,fake-good", "--timeout", "5", "--max-time", "0.05",
+                 "--db", str(db), "--device", "cpu"]) == 0
+    status = {r["backend"]: r["status"] for r in rows_of(db)}
+    assert status == {"fake-hangs-with-child": "TIMEOUT", "fake-leaves-child": "OK", "fake-good": "OK"}
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2
+    assert not [p for p in started if _running(p)]

@@ -43,6 +43,40 @@ class Hang(_Base):
         return fn
 
 
+def _start_child() -> None:
+    """A child process that sleeps for ten minutes; its pid is appended to the file named by
+    ATTNBENCH_FAKE_CHILD_PIDS."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    path = os.environ.get("ATTNBENCH_FAKE_CHILD_PIDS")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{child.pid}\n")
+
+
+class HangsWithChild(_Base):
+    """Starts a child process, then hangs: killing the worker must take the child too."""
+
+    def prepare(self, w, inputs):
+        _start_child()
+
+        def fn():
+            while True:
+                time.sleep(1)
+
+        return fn
+
+
+class LeavesChild(_Base):
+    """Right values, and a child process started in prepare that it never stops."""
+
+    def prepare(self, w, inputs):
+        _start_child()
+        return lambda: self.math(w, inputs)
+
+
 class Oom(_Base):
     def prepare(self, w, inputs):
         import torch
@@ -416,6 +450,8 @@ BACKENDS = [
     Good(name="fake-good", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA),
     Crash(name="fake-crash", family="plugin", kernel_families=GEMM),
     Hang(name="fake-hang", family="plugin", kernel_families=GEMM),
+    HangsWithChild(name="fake-hangs-with-child", family="plugin", kernel_families=GEMM),
+    LeavesChild(name="fake-leaves-child", family="plugin", kernel_families=GEMM, modes=("prefill",)),
     Oom(name="fake-oom", family="plugin", kernel_families=GEMM),
     Wrong(name="fake-wrong", family="plugin", kernel_families=GEMM),
     Unwritten(name="fake-unwritten", family="plugin", kernel_families=GEMM,

@@ -35,6 +35,16 @@ def _death(proc) -> str:
     return f"worker exited with code {code}"
 
 
+def _kill_group(pid: int | None) -> None:
+    """SIGKILL to the process group `pid` leads, if there is one left (none once all are gone)."""
+    if pid is None or not hasattr(os, "killpg"):
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Worker:
     """One spawned worker process holding a CUDA context of its own."""
 
@@ -90,9 +100,14 @@ class Worker:
         return self.proc.is_alive()
 
     def kill(self) -> None:
+        """Kills the worker and every process still in its group (it leads one of its own,
+        worker_main): a child a backend started, hung or not, does not outlive it to load the host or
+        the GPU while later attempts are timed."""
+        pid = self.proc.pid
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(10)
+        _kill_group(pid)
         self.conn.close()
 
     def request_stop(self) -> None:

@@ -114,6 +114,11 @@ def finish(res: dict, backend) -> dict:
 
 def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.WARNING,
                 log_path: str | None = None, warm: dict | None = None) -> None:
+    if hasattr(os, "setsid"):  # a process group of its own: a kill takes whatever a backend started with it
+        try:
+            os.setsid()
+        except OSError:
+            pass
     if warm and warm.get("cores") and hasattr(os, "sched_setaffinity"):  # before torch sizes its thread pools
         os.sched_setaffinity(0, warm["cores"])
         os.environ.setdefault("OMP_NUM_THREADS", str(len(warm["cores"])))  # one thread per core it may use
