@@ -86,6 +86,9 @@ def test_good_is_ok_with_samples_and_checks(w):
     # computes only into a poisoned (NaN) buffer: checks on new values find what the last call left
     ("fake-computes-into-nan", PREFILL, "INCORRECT", "on outliers inputs"),
     ("fake-computes-into-nan", DECODE, "INCORRECT", "on outliers inputs"),
+    # an output that computes when read: the check reads the values as stored (its NaN buffer)
+    ("fake-lazy-output", PREFILL, "INCORRECT", "NaN/Inf"),
+    ("fake-lazy-output", DECODE, "INCORRECT", "NaN/Inf"),
     # the softmax scale is an input the backends share: changing it is writing an input
     ("fake-changes-scale", PREFILL, "INCORRECT", "input scale changed during the hard-input check"),
     # process-wide state that the worker's next attempts share: set back, and the row is not OK
