@@ -50,10 +50,15 @@ def _start_child() -> None:
     import sys
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    path = os.environ.get("ATTNBENCH_FAKE_CHILD_PIDS")
+    _note("ATTNBENCH_FAKE_CHILD_PIDS", str(child.pid))
+
+
+def _note(env: str, line: str) -> None:
+    """Appends a line to the file the environment variable `env` names (nothing when it is unset)."""
+    path = os.environ.get(env)
     if path:
         with open(path, "a") as f:
-            f.write(f"{child.pid}\n")
+            f.write(f"{line}\n")
 
 
 class HangsWithChild(_Base):
@@ -150,12 +155,7 @@ class HoldsPool(Good):
     give it back (one line per call in the file named by ATTNBENCH_FAKE_RELEASE_LOG)."""
 
     def release(self):
-        import os
-
-        path = os.environ.get("ATTNBENCH_FAKE_RELEASE_LOG")
-        if path:
-            with open(path, "a") as f:
-                f.write(f"{self.name}\n")
+        _note("ATTNBENCH_FAKE_RELEASE_LOG", self.name)
 
 
 class Wrong(_Base):
