@@ -234,45 +234,39 @@ def cmd_run(args, argv) -> int:
         _print_eta(attempts, db, len(placements) or 1, cfg.timing.min_time_s)
         return 0
     log = Path(cfg.log_path)
-    fresh = [p for p in (db, log) if not p.exists()]
+    new_db, new_log = not db.exists(), not log.exists()
     store = Store(db)  # opened first: a path that is no store is refused before any worker starts
-    done = bad = False
     try:
-        with SweepProgress(err) as prog:
-            report = _ray_errors(conduct, executor, store, req, prog)
-        done = True
+        try:
+            with SweepProgress(err) as prog:
+                report = _ray_errors(conduct, executor, store, req, prog)
+        except BaseException as e:
+            if new_db:
+                _drop_unused(store, db, log if new_log else None, bad_input=isinstance(e, UsageError))
+            raise
         summary(err, store, report.counts, report.resumed, db, report.overhead_s, report.startup_s)
         if report.held:
             err.print(f"[bold yellow]{report.held} attempts have no row[/]: another run claims them (still running, "
                       "or on another host); run again once it has ended")
         return 0
-    except UsageError:
-        bad = True
-        raise
     finally:
-        if not done:
-            _drop_unused(store, db, fresh, with_log=bad)
         store.close()
 
 
-def _drop_unused(store, db: Path, fresh: list[Path], with_log: bool) -> None:
+def _drop_unused(store, db: Path, log: Path | None, bad_input: bool) -> None:
     """A run that failed before its run row (the cluster or a device refused it, interrupted while
-    starting) leaves nothing behind: the store it created is removed when it holds no run and no
-    attempt; so is the log it created, when the failure was bad input or the log is empty (a log
-    that says why workers failed stays)."""
-    if db not in fresh:
-        return
+    starting) leaves nothing behind: the store this command created is removed when it holds no run
+    and no attempt; so is the log it created (`log`, None when it was there before), when the failure
+    was bad input or the log is empty (a log that says why workers failed stays)."""
     try:
-        empty = all(store.con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] == 0 for t in ("runs", "attempts"))
+        if store.count() or store.runs():
+            return
     except sqlite3.Error:
-        return
-    if not empty:
         return
     store.close()
     for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}-journal")):
         p.unlink(missing_ok=True)
-    log = next((p for p in fresh if p != db), None)
-    if log is not None and log.exists() and (with_log or log.stat().st_size == 0):
+    if log is not None and log.exists() and (bad_input or log.stat().st_size == 0):
         log.unlink()
 
 
