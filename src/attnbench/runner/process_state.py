@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
+
+from ..status import Status
 
 # modules whose functions the attempt's measurement calls (their module-level callables are watched)
 MEASURING = ("attnbench.measure.timing", "attnbench.measure.device", "attnbench.measure.correctness",
@@ -31,14 +34,9 @@ class Setting:
     key: Callable[[Any], Any] = lambda v: v  # what is compared (a stream: its device and handle, not the object)
 
 
-def _attr(owner: Callable[[], Any], name: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
-    return (lambda: getattr(owner(), name)), (lambda v: setattr(owner(), name, v))
-
-
 def _settings() -> list[Setting]:
     import torch
 
-    cuda_matmul, cudnn = (lambda: torch.backends.cuda.matmul), (lambda: torch.backends.cudnn)
     out = [
         Setting("torch threads", torch.get_num_threads, torch.set_num_threads),
         Setting("autograd enabled", torch.is_grad_enabled, torch.set_grad_enabled),
@@ -48,12 +46,12 @@ def _settings() -> list[Setting]:
         Setting("anomaly detection", torch.is_anomaly_enabled, torch.set_anomaly_enabled),
         Setting("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
     ]
-    for owner, label, names in ((cuda_matmul, "cuda matmul", ("allow_tf32", "allow_fp16_reduced_precision_reduction",
-                                                               "allow_bf16_reduced_precision_reduction")),
-                                (cudnn, "cudnn", ("enabled", "benchmark", "deterministic", "allow_tf32"))):
-        for n in names:
-            if hasattr(owner(), n):
-                out.append(Setting(f"{label} {n}", *_attr(owner, n)))
+    for owner, label, names in ((torch.backends.cuda.matmul, "cuda matmul",
+                                 ("allow_tf32", "allow_fp16_reduced_precision_reduction",
+                                  "allow_bf16_reduced_precision_reduction")),
+                                (torch.backends.cudnn, "cudnn", ("enabled", "benchmark", "deterministic", "allow_tf32"))):
+        out += [Setting(f"{label} {n}", partial(getattr, owner, n), partial(setattr, owner, n))
+                for n in names if hasattr(owner, n)]
     sdp = torch.backends.cuda
     for kind in ("flash", "mem_efficient", "math", "cudnn"):
         get, put = getattr(sdp, f"{kind}_sdp_enabled", None), getattr(sdp, f"enable_{kind}_sdp", None)
@@ -124,8 +122,6 @@ def verdict(res: dict, changed: list[str], replaced: list[str]) -> dict:
     """The attempt's values once what it changed was set back: a replaced clock, timer or check makes
     its numbers unbelievable (IMPLAUSIBLE); a changed setting, which its neighbours would have
     inherited, is an ERROR. A row that already failed keeps its status and says it too."""
-    from ..status import Status
-
     if not (changed or replaced):
         return res
     parts = []
