@@ -793,11 +793,9 @@ def test_a_fault_reported_when_the_worker_gives_memory_back_is_a_crash_row_not_a
 
 def _running(pid: int) -> bool:
     """Whether the process exists and is not a zombie (an orphan's zombie may wait for a reaper)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    from attnbench.procinfo import state
+
+    return state(pid) not in (None, "Z")
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""What /proc says (Linux): this boot's id, a process's start time, and from it how long it has run."""
+"""What /proc says (Linux): this boot's id, a process's state and start time, and from it how long it has run."""
 from __future__ import annotations
 
 import functools
@@ -16,13 +16,24 @@ def boot_id() -> str:
         return "?"
 
 
+def _stat(pid) -> list[str]:
+    """/proc/PID/stat's fields from the third (state) on, [] where the process or /proc is missing."""
+    try:
+        return Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()  # the name may hold spaces
+    except (OSError, ValueError, IndexError):
+        return []
+
+
+def state(pid) -> str | None:
+    """The process's state letter (R, S, D, Z for a zombie, ...), None when there is no such process."""
+    fields = _stat(pid)
+    return fields[0] if fields else None
+
+
 def start_ticks(pid) -> str:
     """The process's start time in clock ticks since boot (/proc/PID/stat field 22), or "?"."""
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]  # after the command name, which may hold spaces
-    except (OSError, ValueError, IndexError):
-        return "?"
+    fields = _stat(pid)
+    return fields[19] if len(fields) > 19 else "?"
 
 
 def age_s(pid=None) -> float | None:
