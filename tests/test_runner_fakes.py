@@ -719,6 +719,26 @@ def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named, device
 
 
 @pytest.mark.slow
+def test_a_later_repeat_loads_what_jax_compiled_in_an_earlier_one(tmp_path):
+    """jax-xla compiles in the run's compiler cache: its first repeat writes XLA executables there,
+    and a later repeat's fresh process loads them instead of compiling again (a hit writes nothing)."""
+    pytest.importorskip("jax")
+    from attnbench.cli.main import main
+
+    cache = tmp_path / "cc"
+    argv = ["--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false", "--backends", "jax-xla",
+            "--device", "cpu", "--max-time", "0.05", "--compile-cache", str(cache)]
+    assert main(["run", "--repeats", "1", "--db", str(tmp_path / "a.sqlite")] + argv) == 0
+    entries = {p.name: p.stat().st_mtime_ns for p in (cache / "jax").iterdir()}
+    assert any(name.startswith("jit_") for name in entries)  # the attention function, among others
+    assert main(["run", "--repeats", "2", "--tag", "again", "--db", str(tmp_path / "b.sqlite")] + argv) == 0
+    assert [r["status"] for r in rows_of(tmp_path / "b.sqlite")] == ["OK", "OK"]
+    assert {p.name: p.stat().st_mtime_ns for p in (cache / "jax").iterdir()} == entries
+    prov = json.loads(sqlite3.connect(tmp_path / "b.sqlite").execute("SELECT provenance FROM runs").fetchone()[0])
+    assert prov["compile_workers_env"]["JAX_COMPILATION_CACHE_DIR"] == f"{cache}/jax"
+
+
+@pytest.mark.slow
 def test_a_new_workload_asks_the_worker_s_backends_to_give_back_their_pools(tmp_path, monkeypatch):
     """A library's own memory pool (XLA's) is invisible to torch's allocator: when the workers drop a
     workload, each backend's release() is called, so the next workload's backends find the memory."""
