@@ -75,6 +75,9 @@ def test_good_is_ok_with_samples_and_checks(w):
     ("fake-mutates", DECODE, "INCORRECT", "the KV cache"),
     ("fake-host-oom", PREFILL, "OOM", "DefaultCPUAllocator: not enough memory"),
     ("fake-library-oom", PREFILL, "OOM", "XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory"),
+    # the first line alone would not say why the row is OOM: the allocator's line follows it
+    ("fake-autotune-oom", PREFILL, "OOM", "All configs failed during profiling or were excluded from selection. "
+     "(config 0: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 137438953472 bytes.)"),
     ("fake-side-only", PREFILL, "DISPATCH_MISMATCH", "declared ['pytorch-flash-cpu'] but observed ['unfused-gemm']"),
     ("fake-wrong-dtype", PREFILL, "INCORRECT", "o is float64, expected float32"),
     ("fake-detached", TRAIN_FWD, "INCORRECT", "o does not require grad"),

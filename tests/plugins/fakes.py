@@ -150,6 +150,22 @@ class LibraryOom(_Base):
         return fn
 
 
+class AutotuneOom(_Base):
+    """A library whose first line names another failure, its allocator's words further down (XLA's
+    autotuner when every candidate kernel failed to get its workspace)."""
+
+    def prepare(self, w, inputs):
+        class JaxRuntimeError(RuntimeError):
+            pass
+
+        def fn():
+            raise JaxRuntimeError("NOT_FOUND: All configs failed during profiling or were excluded from selection.\n"
+                                  "  config 0: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+                                  "137438953472 bytes.\n  config 1: excluded")
+
+        return fn
+
+
 class HoldsPool(Good):
     """Correct, and holds a pool of its own between workloads: release() says when it was asked to
     give it back (one line per call in the file named by ATTNBENCH_FAKE_RELEASE_LOG)."""
@@ -496,6 +512,7 @@ BACKENDS = [
     ScalesQ(name="fake-scales-q", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     HostOom(name="fake-host-oom", family="plugin", kernel_families=GEMM),
     LibraryOom(name="fake-library-oom", family="plugin", kernel_families=GEMM),
+    AutotuneOom(name="fake-autotune-oom", family="plugin", kernel_families=GEMM),
     HoldsPool(name="fake-holds-pool", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA, holds_pool=True),
     # the fused kernel for one KV group, GEMMs for the rest; GEMMs declared as side work (layout
     # conversions): not an undeclared path, so OK

@@ -103,10 +103,11 @@ def _run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatc
         return {**res, "status": Status.OOM.value, "reason": f"{type(e).__name__}: {_first_line(e)}"}
     except Exception as e:
         msg = f"{type(e).__name__}: {_first_line(e)}"
-        if any(t in str(e) for t in OOM_WORDS):
+        said = _oom_line(e)
+        if said is not None:
             cache.clear()
             free_memory(device)
-            return {**res, "status": Status.OOM.value, "reason": msg}
+            return {**res, "status": Status.OOM.value, "reason": f"{msg} ({said})" if said else msg}
         broken = _context_broken(e, device)
         if broken:
             return {**res, "status": Status.CRASH.value, "reason": f"CUDA context broken: {broken}", "fatal": True}
@@ -296,6 +297,15 @@ def _recheck(w, replay, inputs, cache, device: str, seed: int, dist: str, tol) -
 def _first_line(e: BaseException) -> str:
     s = str(e).strip().splitlines()
     return s[0][:500] if s else ""
+
+
+def _oom_line(e: BaseException) -> str | None:
+    """None if the error's text names no allocation failure (a library's words for it); else the
+    first line that does, for the reason to quote ("" when that is the first line, already quoted)."""
+    for i, line in enumerate(str(e).strip().splitlines()):
+        if any(t in line for t in OOM_WORDS):
+            return line.strip()[:300] if i else ""
+    return None
 
 
 def free_memory(device: str = "cuda") -> None:
