@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The `portability` grid with every built-in backend, three repeats, --min-time 0.55, on one H200:
-# about 3.5 GPU-hours, so it is measured as 24 disjoint slices (dtype x head_dim x {causal prefill,
-# non-causal prefill, decode eager/graph x kv_heads 8/32}), each one uninterrupted `attnbench run`
-# of its own, over as many device sessions as it takes. The whole grid's wall / timed is then that of
-# all slices' stores imported into one (`attnbench show --status` sums each run's wall, start-up
-# included): an upper bound on one run's, since every slice starts its workers and compiler afresh.
+# The `portability` grid with every built-in backend, three repeats, --min-time 0.55, on one H200,
+# as 24 disjoint slices (dtype x head_dim x {causal prefill, non-causal prefill, decode eager/graph x
+# kv_heads 8/32}), each one uninterrupted `attnbench run` of its own. It measured the first two
+# (results/h200/portability): a slice pays start-up, worker starts and stops that one run pays once,
+# so the rest of the grid is measured as segments of one resumed run (scripts/h200_segments.sh),
+# which these slices' rows start (their attempt keys are the whole grid's).
 #
 # The first call of a session starts the slices not yet in results/h200/portability/ one after the
 # other, in a process session of their own; a slice is started only if its estimate fits before

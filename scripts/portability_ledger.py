@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -24,9 +25,9 @@ PLAN_ATTEMPTS = 25344  # 528 workloads x 16 built-in backends x 3 repeats, plann
 
 
 def attnbench(*argv: str) -> str:
-    return subprocess.run([sys.executable, "-m", "attnbench", *argv], check=True, capture_output=True,
-                          text=True, env={"COLUMNS": "100", "PYTHONPATH": str(HERE / "src"),
-                                          "PATH": "/usr/bin:/bin"}).stdout
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(HERE / "src")}
+    return subprocess.run([sys.executable, "-m", "attnbench", *argv], check=True, capture_output=True, text=True,
+                          env=env).stdout
 
 
 def main() -> int:
