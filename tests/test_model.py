@@ -507,3 +507,16 @@ def test_gpu_command_with_graph_decode(mcli, tmp_path):
     assert {r["status"] for r in rows} == {"OK"}, [(r["backend"], r["reason"]) for r in rows]
     graph = [r for r in rows if r["launch"] == "graph"]
     assert graph and all(r["timer"] == "cuda_graph" and r["attn_kernel_us"] > 0 for r in graph)
+
+
+def test_a_model_step_that_runs_out_of_memory_is_oom_and_says_where():
+    """The model's steps classify failures as attempts do (status.oom_reason): a library's
+    out-of-memory words on any line of the error make the row OOM, and the reason quotes that line."""
+    from attnbench.model.run import _failure
+
+    deep = RuntimeError("NOT_FOUND: All configs failed during profiling\n"
+                        "  config 0: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 64 bytes.")
+    res = _failure(deep, "cpu")
+    assert res == {"status": "OOM", "reason": "RuntimeError: NOT_FOUND: All configs failed during profiling "
+                                              "(config 0: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 64 bytes.)"}
+    assert _failure(ValueError("a bug\nmore"), "cpu") == {"status": "ERROR", "reason": "ValueError: a bug"}

@@ -21,3 +21,20 @@ ORDER = [s.value for s in Status]
 # Out of memory in a library's own words: the CPU allocator's, a CUDA call's, XLA's (JAX), cuDNN's
 OOM_WORDS = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory",
              "CUDA error: out of memory", "RESOURCE_EXHAUSTED: Out of memory", "CUDNN_STATUS_ALLOC_FAILED")
+
+
+def error_text(e: BaseException) -> str:
+    """An error as a row's reason: its type and the first line of its text (500 characters at most)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0][:500] if lines else ''}"
+
+
+def oom_reason(e: BaseException) -> str | None:
+    """The reason of an OOM row when the error's text says out of memory in a library's words
+    (OOM_WORDS) on any line, else None: error_text, and the line that says it when that is not the
+    first (XLA's autotuner raises "NOT_FOUND: All configs failed during profiling" above its
+    allocator's line)."""
+    for i, line in enumerate(str(e).strip().splitlines()):
+        if any(t in line for t in OOM_WORDS):
+            return f"{error_text(e)} ({line.strip()[:300]})" if i else error_text(e)
+    return None

@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..backends.base import Backend, DeviceInfo, Rejected
 from ..measure import memory, timing
-from ..status import OOM_WORDS, Status
+from ..status import Status, error_text, oom_reason
 from ..store import model_rows
 from .amdahl import compare, kernel_medians
 from .check import check, yardstick
@@ -236,9 +236,12 @@ class _SpecContext:
 def _failure(e: BaseException, device: str) -> dict:
     import torch
 
-    msg = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:500]}"
-    if isinstance(e, (torch.OutOfMemoryError, MemoryError)) or any(t in str(e) for t in OOM_WORDS):
+    msg = error_text(e)
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
         return {"status": Status.OOM.value, "reason": msg}
+    oom = oom_reason(e)
+    if oom is not None:
+        return {"status": Status.OOM.value, "reason": oom}
     broken = msg if any(t in str(e) for t in _BROKEN) else None
     if device.startswith("cuda") and not broken:
         try:

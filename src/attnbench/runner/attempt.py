@@ -14,7 +14,7 @@ from ..measure.step import make_step
 from . import process_state
 from ..workloads import Workload
 from ..workloads.append import appending, slot
-from ..status import OOM_WORDS, Status
+from ..status import Status, error_text, oom_reason
 
 log = logging.getLogger(__name__)
 PROBE_CALLS = 3  # calls profiled before timing (the ones after the first call)
@@ -100,33 +100,32 @@ def _run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatc
     except (torch.OutOfMemoryError, MemoryError) as e:
         cache.clear()
         free_memory(device)
-        return {**res, "status": Status.OOM.value, "reason": f"{type(e).__name__}: {_first_line(e)}"}
+        return {**res, "status": Status.OOM.value, "reason": error_text(e)}
     except Exception as e:
-        msg = f"{type(e).__name__}: {_first_line(e)}"
-        said = _oom_line(e)
-        if said is not None:
+        oom = oom_reason(e)
+        if oom is not None:
             cache.clear()
             free_memory(device)
-            return {**res, "status": Status.OOM.value, "reason": f"{msg} ({said})" if said else msg}
+            return {**res, "status": Status.OOM.value, "reason": oom}
         broken = _context_broken(e, device)
         if broken:
             return {**res, "status": Status.CRASH.value, "reason": f"CUDA context broken: {broken}", "fatal": True}
         log.debug("attempt failed", exc_info=True)
-        return {**res, "status": Status.ERROR.value, "reason": msg}
+        return {**res, "status": Status.ERROR.value, "reason": error_text(e)}
 
 
 def _context_broken(e: BaseException, device: str) -> str | None:
     """The error text if this failure (or an asynchronous kernel fault behind it) left the CUDA
     context unusable; the next attempt must then get a fresh process."""
     if any(s in str(e) for s in _CONTEXT_BROKEN):
-        return f"{type(e).__name__}: {_first_line(e)}"
+        return error_text(e)
     if device.startswith("cuda"):
         import torch
 
         try:
             torch.cuda.synchronize()  # a faulting kernel launched before the exception shows here
         except Exception as late:
-            return f"{type(late).__name__}: {_first_line(late)}"
+            return error_text(late)
     return None
 
 
@@ -292,20 +291,6 @@ def _recheck(w, replay, inputs, cache, device: str, seed: int, dist: str, tol) -
     if verdict.passed:
         return None
     return f"after timing, on new input values, the timed path's output failed the check: {verdict.reason}"
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0][:500] if s else ""
-
-
-def _oom_line(e: BaseException) -> str | None:
-    """None if the error's text names no allocation failure (a library's words for it); else the
-    first line that does, for the reason to quote ("" when that is the first line, already quoted)."""
-    for i, line in enumerate(str(e).strip().splitlines()):
-        if any(t in line for t in OOM_WORDS):
-            return line.strip()[:300] if i else ""
-    return None
 
 
 def free_memory(device: str = "cuda") -> None:

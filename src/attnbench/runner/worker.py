@@ -7,7 +7,7 @@ import os
 import threading
 import time
 
-from ..status import Status
+from ..status import Status, error_text
 
 
 def _watch_parent(parent: int) -> None:
@@ -110,10 +110,8 @@ def finish(res: dict, backend) -> dict:
     try:
         after_attempt(backend)
     except Exception as e:
-        from .attempt import _first_line
-
         return {**res, "status": Status.CRASH.value, "fatal": True,
-                "reason": f"CUDA context broken after the attempt: {type(e).__name__}: {_first_line(e)}"}
+                "reason": f"CUDA context broken after the attempt: {error_text(e)}"}
     return res
 
 
