@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # A sweep longer than one device call (10 min): the first call starts it in a process session of its
 # own, which runs on while the machine stays warm (back-to-back calls, each within its 30 s); every
-# call waits up to WAIT seconds for it, then copies the log's tail to $OUT with a gzipped backup of
-# the store (running) or its exports (ended). The sweep's wall is one uninterrupted span, from its
-# start to its end.
+# call waits up to WAIT seconds for it, then copies the log's tail to $OUT with what the run has
+# written. The sweep's wall is one uninterrupted span, from its start to its end.
 #   NAME=pt          the run's folder, /tmp/NAME, and the names of what comes back
 #   ARGS="..."       attnbench run's arguments (not --db)
-#   LIMIT=900        seconds the run may take in all; WAIT=580 seconds this call waits
+#   LIMIT=900        seconds the run may take; then it is interrupted as by ^C (resumable)
+#   WAIT=580         seconds this call waits
+#   PARTS=1          one part of a sweep too long for a session (scripts/sweep_parts.py): the run
+#                    resumes from out/carry/NAME.sqlite.gz (name out/carry in the call's `carry`), and
+#                    when it ends what comes back is its own rows, the runs table and the slimmed store
+#                    the next part resumes from; without PARTS, the store's exports (ended) or a
+#                    gzipped backup of it (running)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=100
 OUT=${OUT:-/tmp/out}; NAME=${NAME:-pt}; D=/tmp/$NAME; mkdir -p "$D" "$OUT"
 if [ ! -e "$D/started" ]; then
-  nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader 2>/dev/null
+  [ "${PARTS:-0}" = 1 ] && [ -e "out/carry/$NAME.sqlite.gz" ] && gunzip -c "out/carry/$NAME.sqlite.gz" > "$D/run.sqlite"
   date +%s.%N > "$D/started"
-  setsid nohup bash -c "timeout ${LIMIT:-900} python3 -m attnbench run $ARGS --db $D/run.sqlite \
+  setsid nohup bash -c "timeout -s INT ${LIMIT:-900} python3 -m attnbench run $ARGS --db $D/run.sqlite \
     > $D/log 2>&1; echo \$? > $D/rc; date +%s.%N > $D/ended" > /dev/null 2>&1 < /dev/null &
 fi
 end=$(( $(date +%s) + ${WAIT:-580} ))
 while [ ! -e "$D/ended" ] && [ "$(date +%s)" -lt $end ]; do sleep 2; done
-if [ -e "$D/ended" ]; then  # the store's rows travel as exports (a sweep's sqlite can pass 16 MiB)
+if [ -e "$D/ended" ] && [ "${PARTS:-0}" = 1 ]; then
+  [ -e "$D/returned" ] || python3 scripts/sweep_parts.py segment "$D/run.sqlite" --out "$OUT" --name "$NAME" \
+    && touch "$D/returned"
+elif [ -e "$D/ended" ]; then  # the store's rows travel as exports (a sweep's sqlite can pass 16 MiB)
   python3 -m attnbench export --db "$D/run.sqlite" --out "$OUT/$NAME.jsonl.gz" > /dev/null
   python3 -m attnbench export --db "$D/run.sqlite" --table runs --out "$OUT/$NAME.runs.jsonl" > /dev/null
 elif [ -e "$D/run.sqlite" ]; then  # a consistent backup, to resume from if the machine is lost
