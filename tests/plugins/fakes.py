@@ -139,31 +139,27 @@ class HostOom(_Base):
 class LibraryOom(_Base):
     """A library's allocator failing in its own words (XLA's, raised as a RuntimeError subclass)."""
 
+    ERROR = "XlaRuntimeError"
+    MESSAGE = ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 80.00GiB with allocator GPU_0_bfc on "
+               "device 0.")
+
     def prepare(self, w, inputs):
-        class XlaRuntimeError(RuntimeError):
-            pass
+        error = type(self.ERROR, (RuntimeError,), {})
 
         def fn():
-            raise XlaRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 80.00GiB with "
-                                  "allocator GPU_0_bfc on device 0.")
+            raise error(self.MESSAGE)
 
         return fn
 
 
-class AutotuneOom(_Base):
+class AutotuneOom(LibraryOom):
     """A library whose first line names another failure, its allocator's words further down (XLA's
     autotuner when every candidate kernel failed to get its workspace)."""
 
-    def prepare(self, w, inputs):
-        class JaxRuntimeError(RuntimeError):
-            pass
-
-        def fn():
-            raise JaxRuntimeError("NOT_FOUND: All configs failed during profiling or were excluded from selection.\n"
-                                  "  config 0: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
-                                  "137438953472 bytes.\n  config 1: excluded")
-
-        return fn
+    ERROR = "JaxRuntimeError"
+    MESSAGE = ("NOT_FOUND: All configs failed during profiling or were excluded from selection.\n"
+               "  config 0: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 137438953472 bytes.\n"
+               "  config 1: excluded")
 
 
 class HoldsPool(Good):
