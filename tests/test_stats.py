@@ -114,3 +114,21 @@ def test_a_store_against_itself_changes_no_winner_and_regresses_nothing(x):
         assert r["all"]["unavailable"] == 0 and r["all"]["max"] == 1.0
     v = verdict(compare(one, one, 1.05))
     assert v["regressed"] == 0 and v["lost"] == 0 and v["same"] == v["compared"] > 0
+
+
+def test_flat_samples_reads_text_lists_and_missing_cells_of_one_column():
+    # a store resumed from a slimmed one holds rows without samples (NULL) beside rows with them;
+    # pandas reads NULL as None, or as NaN once the column is aligned with other frames
+    col = pd.Series(["[1.0, 2.0]", None, float("nan"), [3.0], "[]"], dtype=object)
+    values, counts = stats.flat_samples(col)
+    assert values.tolist() == [1.0, 2.0, 3.0] and counts.tolist() == [2, 0, 0, 1, 0]
+    values, counts = stats.flat_samples(pd.Series(["[NaN, 4.0]", float("nan"), [5.0]], dtype=object))
+    assert np.isnan(values[0]) and values[1:].tolist() == [4.0, 5.0] and counts.tolist() == [2, 0, 1]
+
+
+def test_winners_of_a_store_whose_older_rows_lost_their_samples_still_come_from_the_medians():
+    df = frame(rows_for({"w1": {"a": [10, 10, 10], "b": [20, 20, 20]}, "w2": {"a": [30, 30], "b": [15, 15]}}))
+    df.loc[df.q_len == 1024, "samples_us"] = np.nan  # the slimmed part's rows
+    best = best_per_workload(df, []).set_index("q_len")
+    assert best.loc[1024, "best"] == "a" and best.loc[2048, "best"] == "b"
+    assert best.loc[2048, "clear"]
