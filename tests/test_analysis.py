@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -12,6 +13,7 @@ from attnbench.analysis.kernels import library_kernel
 from attnbench.analysis.outcomes import status_counts
 from attnbench.analysis.overview import run_overview
 from attnbench.analysis.winners import SEPARATION_RATIO, best_per_workload, separation
+from attnbench.report.terminal import overview_line
 from conftest import make_row
 
 RUNS = [{"device_name": "CPU test", "provenance": {"ceilings": {"copy_gbps": 10.0, "matmul_tflops_bf16": 1.0}}}]
@@ -318,3 +320,16 @@ def test_the_overview_counts_the_late_graph_samples_of_ok_rows():
     assert run_overview(frame(rows), [])["late_samples"] == {"samples": 4, "rows": 2}
     old = frame([ok(0, "a", 10.0)]).drop(columns=["late_samples"], errors="ignore")  # an export before schema 9
     assert run_overview(old, [])["late_samples"] == {"samples": 0, "rows": 0}
+
+
+def test_run_overview_gives_no_wall_over_timed_when_ok_rows_lost_their_samples():
+    # a store resumed from a slimmed one: the older OK rows hold no samples, so the timed share is unknown
+    rows = [ok(0, "a", 10.0, 0, samples_us=[10.0] * 4, calls_per_sample=1),
+            ok(1, "b", 20.0, 0, workload_key="w2", samples_us=None, calls_per_sample=1)]
+    df = frame(rows)
+    df["samples_us"] = df["samples_us"].astype(object).where(df["backend"] == "a", np.nan)
+    runs = [{"run_id": "run-a", "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:40Z"}]
+    o = run_overview(df, runs)
+    assert o["timed_s"] == pytest.approx(40e-6) and o["ok_rows_without_samples"] == 1
+    assert o["wall_over_timed"] is None
+    assert "1 OK rows hold no samples" in overview_line(o) and "×" not in overview_line(o)

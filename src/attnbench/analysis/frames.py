@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..workloads.axes import NAMES
 from .kernels import library_kernel
-from .stats import Evidence, flat_samples, segment_quantiles
+from .stats import Evidence, flat_samples, json_list, segment_quantiles
 
 # A workload is measured per device model: its axes plus the device are what lines are grouped by.
 WORKLOAD_COLS = ["device_name", *NAMES]
@@ -18,12 +18,6 @@ PER_BACKEND_COLS = WORKLOAD_COLS + ["workload_key", "backend", "role", "family",
                                     "kernel", "kernel_us", "host_bound", "sm_clock_mhz", "clock_low", "stationary"]
 # carried from a line's first row: who ran it and on what (constant within a line in practice)
 _FIRST = ("role", "family", "flops", "bytes", "device_uuid", "torch_version")
-
-
-def json_list(v) -> list:
-    """A JSON-list column of a row (raw samples, kernel names): stored as JSON text, already a list
-    after an import, or empty."""
-    return json.loads(v) if isinstance(v, str) else list(v or [])
 
 
 def json_ready(v):

@@ -39,7 +39,8 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     runs with at least one attempt in `df` count: the wall time of a run whose rows were filtered out
     (another tag) or that wrote nothing new (a finished resume) was not spent on these attempts.
     `wall_over_timed` is device time over timed samples: on one device the wall's, on several what
-    the sweep cost each device for its samples."""
+    the sweep cost each device for its samples; None when an OK row holds no samples (a store slimmed
+    to resume from), as its timed share is unknown."""
     out: dict = {"attempts": int(len(df)),
                  "status": {k: int(v) for k, v in df["status"].value_counts().items()} if len(df) else {}}
     wall = device_s = startup_s = 0.0
@@ -60,10 +61,14 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     out["devices"] = devices
     ok = df[df["status"] == "OK"] if len(df) else df
     timed = 0.0
+    unsampled = 0  # OK rows whose samples were dropped (a store slimmed to resume from): their time is unknown
     for s, k in zip(ok.get("samples_us", []), ok.get("calls_per_sample", [])):
-        timed += sum(json_list(s)) * (int(k) if pd.notna(k) else 1) / 1e6
+        samples = json_list(s)
+        unsampled += not samples
+        timed += sum(samples) * (int(k) if pd.notna(k) else 1) / 1e6
     out["timed_s"] = timed
-    out["wall_over_timed"] = device_s / timed if timed > 0 else None
+    out["ok_rows_without_samples"] = unsampled
+    out["wall_over_timed"] = device_s / timed if timed > 0 and not unsampled else None
     out["startup_s"] = startup_s
     out["wall_by_phase"] = wall_by_phase(df, device_s, timed, startup_s)
     # graph samples the host was late to queue (dropped, not timed; measure/timing.py: GraphSampler)

@@ -79,28 +79,26 @@ class Evidence:
     repeats: int
 
 
-def _samples_list(s) -> list | tuple:
-    """One cell of a samples column as a list: stored JSON text, a list after an import, or nothing
-    (NULL reads as None, or as NaN once pandas has aligned the column with rows that hold lists: a
-    store resumed from a slimmed one mixes both)."""
-    if isinstance(s, str):
-        return json.loads(s)
-    if s is None or isinstance(s, float):
-        return ()
-    return s
+def json_list(v) -> list:
+    """A JSON-list cell (raw samples, kernel names) as a list: stored JSON text, a list after an import,
+    or nothing: NULL reads as None, or as NaN once pandas has aligned the column with rows that hold
+    lists (a store resumed from a slimmed one mixes both)."""
+    if isinstance(v, str):
+        return json.loads(v)
+    return [] if v is None or isinstance(v, float) else list(v)
 
 
 def flat_samples(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Every raw sample of a column of JSON lists (stored text, or lists after an import; a missing
     cell holds none), flattened in row order, and the number each row holds."""
-    texts = [s.strip()[1:-1] if isinstance(s, str) else ",".join(map(repr, _samples_list(s))) for s in col]
+    texts = [s.strip()[1:-1] if isinstance(s, str) else ",".join(map(repr, json_list(s))) for s in col]
     counts = np.fromiter((0 if not t.strip() else t.count(",") + 1 for t in texts), dtype=np.int64,
                          count=len(texts))
     joined = ",".join(t for t in texts if t.strip())
     # one parse of the joined text: parsing 75,000 lists one by one costs as long as the rest of analyze
     values = np.fromstring(joined, sep=",") if joined else np.empty(0)
     if values.size != counts.sum():  # a value fromstring cannot read (NaN spelled by JSON)
-        values = np.fromiter((float(x) for s in col for x in _samples_list(s)), dtype=float)
+        values = np.fromiter((float(x) for s in col for x in json_list(s)), dtype=float)
     return values, counts
 
 

@@ -207,6 +207,8 @@ def overview_line(o: dict) -> str:
     if o.get("wall_over_timed"):
         parts.append(f"sweep wall {o['sweep_wall_s']:.0f} s{on_devices(o)} for {o['timed_s']:.1f} s of timed samples "
                      f"(×{o['wall_over_timed']:.1f})")
+    elif o.get("ok_rows_without_samples"):
+        parts.append(f"sweep wall over timed unknown: {o['ok_rows_without_samples']} OK rows hold no samples")
     for launch, c in o.get("cv_by_launch", {}).items():
         parts.append(f"{launch}: CV of per-repeat medians {100 * c['median']:.1f}% median, "
                      f"{100 * c['p90']:.1f}% p90 over {c['pairs']} backend×workload")
