@@ -71,6 +71,9 @@ def test_good_is_ok_with_samples_and_checks(w):
     ("fake-liar", PREFILL, "DISPATCH_MISMATCH", "declared ['pytorch-flash-cpu'] but observed ['unfused-gemm']"),
     ("fake-refuses", PREFILL, "UNSUPPORTED", "fake: this library refuses every configuration"),
     ("fake-raises", DECODE, "ERROR", "ValueError: fake: a bug in the kernel wrapper"),
+    # a compile error's first line only says where: the error itself, its last line, follows it
+    ("fake-compile-fails", PREFILL, "ERROR", "InductorError: CompilationError: at 194:23: … "
+     "ValueError('fake: shared memory 262144 exceeds the limit 232448')"),
     ("fake-oom", PREFILL, "OOM", "OutOfMemoryError: fake: tried to allocate 1.00 TiB"),
     ("fake-mutates", DECODE, "INCORRECT", "the KV cache"),
     ("fake-host-oom", PREFILL, "OOM", "DefaultCPUAllocator: not enough memory"),

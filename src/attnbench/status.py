@@ -23,10 +23,22 @@ OOM_WORDS = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator:
              "CUDA error: out of memory", "RESOURCE_EXHAUSTED: Out of memory", "CUDNN_STATUS_ALLOC_FAILED")
 
 
+# lines a compiler's error ends with that say how to learn more, not what failed
+_HINTS = ("Set TORCH", "You can suppress", "To execute this test", "For more information")
+
+
 def error_text(e: BaseException) -> str:
-    """An error as a row's reason: its type and the first line of its text (500 characters at most)."""
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0][:500] if lines else ''}"
+    """An error as a row's reason: its type and the first line of its text (500 characters at most).
+    A first line that ends with a colon heads what follows (a Triton compile error's "at 194:23:"
+    above the source it quotes), so the text's last line, the error itself, is added to it."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return f"{type(e).__name__}: "
+    text = lines[0][:500]
+    tail = [ln for ln in lines[1:] if not ln.startswith(_HINTS) and set(ln) - set("^~ ")]
+    if text.endswith(":") and tail:
+        text += f" … {tail[-1][:300]}"
+    return f"{type(e).__name__}: {text}"
 
 
 def oom_reason(e: BaseException) -> str | None:

@@ -136,12 +136,11 @@ class HostOom(_Base):
         return fn
 
 
-class LibraryOom(_Base):
-    """A library's allocator failing in its own words (XLA's, raised as a RuntimeError subclass)."""
+class LibraryError(_Base):
+    """A library's own exception type (a RuntimeError subclass named ERROR) with its text (MESSAGE)."""
 
-    ERROR = "XlaRuntimeError"
-    MESSAGE = ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 80.00GiB with allocator GPU_0_bfc on "
-               "device 0.")
+    ERROR = "LibraryError"
+    MESSAGE = "fake: failed"
 
     def prepare(self, w, inputs):
         error = type(self.ERROR, (RuntimeError,), {})
@@ -150,6 +149,23 @@ class LibraryOom(_Base):
             raise error(self.MESSAGE)
 
         return fn
+
+
+class CompileFails(LibraryError):
+    """A kernel that fails to compile: the first line heads the quoted source, the error is last."""
+
+    ERROR = "InductorError"
+    MESSAGE = ("CompilationError: at 194:23:\n        acc = tl.dot(p, v, acc)\n                       ^\n"
+               "ValueError('fake: shared memory 262144 exceeds the limit 232448')\n\n"
+               "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace")
+
+
+class LibraryOom(LibraryError):
+    """A library's allocator failing in its own words (XLA's, raised as a RuntimeError subclass)."""
+
+    ERROR = "XlaRuntimeError"
+    MESSAGE = ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 80.00GiB with allocator GPU_0_bfc on "
+               "device 0.")
 
 
 class AutotuneOom(LibraryOom):
@@ -509,6 +525,7 @@ BACKENDS = [
     HostOom(name="fake-host-oom", family="plugin", kernel_families=GEMM),
     LibraryOom(name="fake-library-oom", family="plugin", kernel_families=GEMM),
     AutotuneOom(name="fake-autotune-oom", family="plugin", kernel_families=GEMM),
+    CompileFails(name="fake-compile-fails", family="plugin", kernel_families=GEMM),
     HoldsPool(name="fake-holds-pool", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA, holds_pool=True),
     # the fused kernel for one KV group, GEMMs for the rest; GEMMs declared as side work (layout
     # conversions): not an undeclared path, so OK
