@@ -106,6 +106,8 @@ def test_resume_is_a_filter_on_the_plan(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         conduct(ex, store, request())
     assert ex.closed == 1  # closed on the way out
+    (cut,) = store.runs()  # not finished, but its start-up is on record for the sweep's wall
+    assert cut["finished_at"] is None and cut["provenance"]["startup_s"] >= 0
     first = {r["attempt_key"] for r in rows_of(tmp_path / "s.sqlite")}
     assert len(first) == 2 + 3  # the planned rows, then three runs
     ex2, obs = FakeExecutor(), Recorder()

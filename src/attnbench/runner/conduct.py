@@ -84,7 +84,9 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         todo = pending(attempts, store.done_keys())
         report = RunReport(new_run_id(), attempts, len(attempts) - len(todo), retried,
                            startup_s=round(time.monotonic() - began, 2))
-        store.start_run(report.run_id, req.tag, req.grid, req.argv, started.device.name, started.provenance)
+        # start-up is known now: an interrupted run (no finish) still counts it in its wall
+        store.start_run(report.run_id, req.tag, req.grid, req.argv, started.device.name,
+                        {**started.provenance, "startup_s": report.startup_s})
         prov = started.provenance
         sink = RowSink(store, report.run_id, req.tag, {**toolkit_columns(prov), "inputs": req.inputs},
                        prov.get("ceilings") or {},
