@@ -1,8 +1,6 @@
 """The frame every analysis starts from: one line per workload × backend over OK rows."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
