@@ -6,7 +6,7 @@
       slimmed (no raw samples or kernel lists: resume needs only which attempts have a row).
   ledger [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       Every part's rows and runs in one store: the sweep's wall (each run's, start-up included) over its
-      timed samples, how much of the grid's plan has a row, and the slimmed store the next part resumes
+      timed samples, per part and in all, how much of the grid's plan has a row, and the slimmed store the next part resumes
       from, rebuilt from the kept parts.
 
     PYTHONPATH=src python scripts/sweep_parts.py ledger
@@ -72,7 +72,13 @@ def ledger(args) -> None:
         for part in sorted(Path(args.dir).glob("*.jsonl.gz")):
             import_rows(s, read_rows(part))
             import_runs(s, read_rows(str(part).removesuffix(".jsonl.gz") + ".runs.jsonl", table="runs"))
-        o = run_overview(s.dataframe(), s.runs())
+        df, runs = s.dataframe(), s.runs()
+        for run_id, rows in df.groupby("run_id", sort=False):  # each part: one uninterrupted run
+            p = run_overview(rows, runs)
+            ratio = f"{p['wall_over_timed']:.2f}" if p["wall_over_timed"] else "-"
+            print(f"  run {run_id}: {p['attempts']} rows, wall {p['sweep_wall_s']:.0f} s, "
+                  f"timed {p['timed_s']:.1f} s, wall / timed {ratio}")
+        o = run_overview(df, runs)
         s.close()
         print(f"{o['attempts']} of {PORTABILITY_ATTEMPTS} planned attempts have a row "
               f"({100 * o['attempts'] / PORTABILITY_ATTEMPTS:.0f}%): {o['status']}")
