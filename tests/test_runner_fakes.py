@@ -71,6 +71,9 @@ def test_good_is_ok_with_samples_and_checks(w):
     ("fake-liar", PREFILL, "DISPATCH_MISMATCH", "declared ['pytorch-flash-cpu'] but observed ['unfused-gemm']"),
     ("fake-refuses", PREFILL, "UNSUPPORTED", "fake: this library refuses every configuration"),
     ("fake-raises", DECODE, "ERROR", "ValueError: fake: a bug in the kernel wrapper"),
+    # the work runs on a thread of its own after the call returns: the check reads what it left
+    ("fake-background-thread", PREFILL, "INCORRECT", "NaN/Inf"),
+    ("fake-background-thread", DECODE, "INCORRECT", "NaN/Inf"),
     # a compile error's first line only says where: the error itself, its last line, follows it
     ("fake-compile-fails", PREFILL, "ERROR", "InductorError: CompilationError: at 194:23: … "
      "ValueError('fake: shared memory 262144 exceeds the limit 232448')"),

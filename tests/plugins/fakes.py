@@ -496,6 +496,30 @@ class EmptyHalf(_Base):
         return fn
 
 
+class BackgroundThread(_Base):
+    """Returns at once; a thread of its own writes the right output into the returned buffer 50 ms
+    later (the host's way of hiding work from the caller's clock, as another stream is the GPU's)."""
+
+    def prepare(self, w, inputs):
+        import threading
+
+        import torch
+
+        shape = self.math(w, inputs).shape
+
+        def fn():
+            o = torch.full(shape, float("nan"), dtype=inputs.q.dtype, device=inputs.q.device)
+
+            def work():
+                time.sleep(0.05)
+                o.copy_(self.math(w, inputs))
+
+            threading.Thread(target=work, daemon=True).start()
+            return o
+
+        return fn
+
+
 GEMM = {"cpu": frozenset({"unfused-gemm"}), "cuda": frozenset({"unfused-gemm"})}
 FLASH = {"cpu": frozenset({"pytorch-flash-cpu"}), "cuda": frozenset({"pytorch-flash"})}
 
@@ -526,6 +550,8 @@ BACKENDS = [
     LibraryOom(name="fake-library-oom", family="plugin", kernel_families=GEMM),
     AutotuneOom(name="fake-autotune-oom", family="plugin", kernel_families=GEMM),
     CompileFails(name="fake-compile-fails", family="plugin", kernel_families=GEMM),
+    BackgroundThread(name="fake-background-thread", family="plugin", kernel_families=GEMM,
+                     modes=("prefill", "decode")),
     HoldsPool(name="fake-holds-pool", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA, holds_pool=True),
     # the fused kernel for one KV group, GEMMs for the rest; GEMMs declared as side work (layout
     # conversions): not an undeclared path, so OK
