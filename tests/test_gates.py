@@ -106,3 +106,16 @@ def test_a_cached_result_with_no_declared_kernels_is_never_ok_on_cpu(tmp_path):
     cached = rows["fake-cached"]
     assert cached["status"] in ("INCORRECT", "IMPLAUSIBLE") and cached["samples_us"] is None, cached
     assert any(t in cached["reason"] for t in ("on new input values", "on outliers inputs", "matmul ceiling"))
+
+
+def test_a_cache_is_named_only_when_new_values_cost_both_many_times_and_milliseconds_more():
+    # a 5 ms prefill timed at 20 µs: answered from a cache
+    why = gates.answered_from_cache([5100.0, 5200.0, 5050.0], 20.0)
+    assert why and "5050 µs (3 calls)" in why and "252x the timed median" in why
+    # the fastest call on new values decides: one fast one clears the others' stalls
+    assert gates.answered_from_cache([5100.0, 30.0, 5050.0], 20.0) is None
+    # many times slower, but by less than the margin (a single call's launch and sync on a tiny kernel)
+    assert gates.answered_from_cache([900.0, 950.0], 8.0) is None
+    # milliseconds more, but not FRESH_RATIO times (a lower clock right after the checks)
+    assert gates.answered_from_cache([14_000.0], 10_000.0) is None
+    assert gates.answered_from_cache([], 20.0) is None and gates.answered_from_cache([5000.0], 0.0) is None

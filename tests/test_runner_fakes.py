@@ -71,6 +71,10 @@ def test_good_is_ok_with_samples_and_checks(w):
     ("fake-liar", PREFILL, "DISPATCH_MISMATCH", "declared ['pytorch-flash-cpu'] but observed ['unfused-gemm']"),
     ("fake-refuses", PREFILL, "UNSUPPORTED", "fake: this library refuses every configuration"),
     ("fake-raises", DECODE, "ERROR", "ValueError: fake: a bug in the kernel wrapper"),
+    # right on new values, answered from a cache when they did not change: its calls on new values
+    # (the hard-input checks', the recheck's) took far longer than the timed ones
+    ("fake-cached-by-version", PREFILL, "IMPLAUSIBLE", "the timed calls answered from a cache"),
+    ("fake-cached-by-version", DECODE, "IMPLAUSIBLE", "the timed calls answered from a cache"),
     # the work runs on a thread of its own after the call returns: the check reads what it left
     ("fake-background-thread", PREFILL, "INCORRECT", "NaN/Inf"),
     ("fake-background-thread", DECODE, "INCORRECT", "NaN/Inf"),
@@ -849,3 +853,12 @@ def test_child_processes_of_a_backend_do_not_outlive_its_worker(tmp_path, monkey
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     assert not [p for p in started if _running(p)]
+
+
+def test_the_confirmation_at_one_moment_decides_a_cache_not_the_checks_calls_alone(monkeypatch):
+    # the checks' calls on new values were all slow (a host that stalled through each of them looks
+    # like a cache): the verdict waits for new and same values timed back to back, here alike
+    assert run_one("fake-cached-by-version", PREFILL)["status"] == "IMPLAUSIBLE"
+    monkeypatch.setattr(attempt, "_fresh_and_same", lambda *a, **k: ([41.0, 40.0, 42.0], [40.0, 39.0, 41.0]))
+    res = run_one("fake-cached-by-version", PREFILL)
+    assert res["status"] == "OK", res["reason"]

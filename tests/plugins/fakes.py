@@ -275,6 +275,29 @@ class Cached(_Base):
         return fn
 
 
+class CachedByVersion(_Base):
+    """Right for every input values: it computes again whenever Q, K or V were written (their
+    version counters), and otherwise answers from its cache, with a tiny GEMM per call for the
+    profiler. Its real work is slow (5 ms, as a large prefill's), its answers from the cache fast."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        cache = {}
+        probe = torch.ones(4, 4, dtype=inputs.q.dtype, device=inputs.q.device)
+
+        def fn():
+            probe @ probe  # the fingerprint GEMM
+            key = tuple((t.data_ptr(), t._version) for t in (inputs.q, inputs.k, inputs.v))
+            if key not in cache:
+                cache.clear()
+                time.sleep(0.005)
+                cache[key] = self.math(w, inputs)
+            return cache[key].clone()
+
+        return fn
+
+
 class ComputesIntoNaN(_Base):
     """Computes only when the output buffer it is handed holds NaN (a poisoned buffer: a check),
     and otherwise hands that buffer back as it is: timed calls do a tiny GEMM and a NaN test."""
@@ -550,6 +573,8 @@ BACKENDS = [
     LibraryOom(name="fake-library-oom", family="plugin", kernel_families=GEMM),
     AutotuneOom(name="fake-autotune-oom", family="plugin", kernel_families=GEMM),
     CompileFails(name="fake-compile-fails", family="plugin", kernel_families=GEMM),
+    CachedByVersion(name="fake-cached-by-version", family="plugin", kernel_families=GEMM,
+                    modes=("prefill", "decode")),
     BackgroundThread(name="fake-background-thread", family="plugin", kernel_families=GEMM,
                      modes=("prefill", "decode")),
     HoldsPool(name="fake-holds-pool", family="plugin", kernel_families=GEMM, devices=CPU_AND_CUDA, holds_pool=True),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import statistics
 import time
 
 from ..backends.base import Backend, Prepared, Rejected
@@ -11,7 +12,7 @@ from ..measure import correctness, dispatch, memory, telemetry, timing
 from ..measure.device import bind
 from ..measure.inputs import DISTRIBUTIONS, fingerprint, make_inputs, refill
 from ..measure.step import make_step
-from . import process_state
+from . import gates, process_state
 from ..workloads import Workload
 from ..workloads.append import appending, slot
 from ..status import Status, error_text, oom_reason
@@ -159,8 +160,9 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
     why = _mutated(w, cache, inputs, "the first call")
     if why or not verdict.passed:
         return {**res, "status": Status.INCORRECT.value, "reason": why or verdict.reason}
+    fresh: list[float] = []  # µs of single calls on new input values (gates.answered_from_cache)
     with clock("hard"):
-        why, res["hard_err_ratio"] = _hard_inputs(w, step, inputs, cache, device, seed, dist, tol)
+        why, res["hard_err_ratio"] = _hard_inputs(w, step, inputs, cache, device, seed, dist, tol, fresh)
     why = why or _mutated(w, cache, inputs, "the hard-input check", stepped=False)  # refilled: as drawn
     if why:
         return {**res, "status": Status.INCORRECT.value, "reason": why}
@@ -199,9 +201,17 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
         if why:
             return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": f"after timing: {why}"}
     with clock("recheck"):
-        why = _recheck(w, t.replay, inputs, cache, device, seed, dist, tol)
+        why = _recheck(w, t.replay, inputs, cache, device, seed, dist, tol, fresh)
     if why:
         return {**res, "status": Status.INCORRECT.value, "reason": why}
+    if gates.answered_from_cache(fresh, statistics.median(t.samples_us) if t.samples_us else 0.0):
+        # a host that stalled through every one of those calls looks the same: confirm it at one
+        # moment, each call on new values followed by one on the same values again
+        with clock("recheck"):
+            fresh, same = _fresh_and_same(w, t.replay, inputs, device, seed, dist)
+        why = gates.answered_from_cache(fresh, statistics.median(same), "the same calls repeated on those values")
+        if why:
+            return {**res, "status": Status.IMPLAUSIBLE.value, "reason": why}
     res["status"] = Status.OK.value
     return res
 
@@ -255,23 +265,30 @@ def _same_bits(a, b) -> bool:
     return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
 
 
-def _check_on(w, call, inputs, cache, device: str, seed: int, dist: str, tol, hard: bool = False):
+def _check_on(w, call, inputs, cache, device: str, seed: int, dist: str, tol, hard: bool = False,
+              fresh: list | None = None):
     """`call` on the values refill(seed, dist) writes into the input tensors, checked against their
-    own reference. The caller writes the workload's own values back."""
+    own reference; the call's µs (synchronised, the refill's own work excluded) are appended to
+    `fresh`. The caller writes the workload's own values back."""
     refill(inputs, w, seed, dist)
+    timing.sync(device)
+    t0 = time.perf_counter()
     out = call()
     timing.sync(device)
+    if fresh is not None:
+        fresh.append((time.perf_counter() - t0) * 1e6)
     return correctness.check(w, out, inputs, cache.reference(w, seed, dist), tol, hard=hard)
 
 
-def _hard_inputs(w, step, inputs, cache, device, seed, dist, tol) -> tuple[str | None, float | None]:
+def _hard_inputs(w, step, inputs, cache, device, seed, dist, tol, fresh=None) -> tuple[str | None, float | None]:
     """The step on each hard distribution the timed calls do not use (outliers, large logits), against
     its own reference and the dtype's hard-input tolerance; the workload's values are restored after.
     Returns (why it failed or None, the worst error ratio)."""
     worst = None
     try:
         for i, hard in enumerate(d for d in DISTRIBUTIONS if d != "normal" and d != dist):
-            verdict = _check_on(w, step, inputs, cache, device, seed + 2_000_003 + i, hard, tol, hard=True)
+            verdict = _check_on(w, step, inputs, cache, device, seed + 2_000_003 + i, hard, tol, hard=True,
+                                fresh=fresh)
             worst = max(worst or 0.0, verdict.err_ratio if verdict.err_ratio is not None else float("inf"))
             if not verdict.passed:
                 return f"on {hard} inputs (measure/inputs.py): {verdict.reason}", worst
@@ -280,17 +297,35 @@ def _hard_inputs(w, step, inputs, cache, device, seed, dist, tol) -> tuple[str |
     return None, worst
 
 
-def _recheck(w, replay, inputs, cache, device: str, seed: int, dist: str, tol) -> str | None:
+def _recheck(w, replay, inputs, cache, device: str, seed: int, dist: str, tol, fresh=None) -> str | None:
     """The timed path once more, exactly as timed, on new input values written into the same
     tensors: output that does not follow its inputs (a cache, a later call gone wrong, a graph that
     replays nothing) is not OK, whatever kernels ran. The inputs are restored afterwards."""
     try:
-        verdict = _check_on(w, replay, inputs, cache, device, seed + 1_000_003, dist, tol)
+        verdict = _check_on(w, replay, inputs, cache, device, seed + 1_000_003, dist, tol, fresh=fresh)
     finally:
         refill(inputs, w, seed, dist)  # the workload's own values again: the next backend shares them
     if verdict.passed:
         return None
     return f"after timing, on new input values, the timed path's output failed the check: {verdict.reason}"
+
+
+def _fresh_and_same(w, replay, inputs, device: str, seed: int, dist: str, rounds: int = 3):
+    """µs of the timed path, synchronised, on new values written into the inputs (`fresh`), each
+    followed by a call on those same values again (`same`); the workload's values are restored."""
+    fresh, same = [], []
+    try:
+        for i in range(rounds):
+            refill(inputs, w, seed + 3_000_017 + i, dist)
+            for into in (fresh, same):
+                timing.sync(device)
+                t0 = time.perf_counter()
+                replay()
+                timing.sync(device)
+                into.append((time.perf_counter() - t0) * 1e6)
+    finally:
+        refill(inputs, w, seed, dist)
+    return fresh, same
 
 
 def free_memory(device: str = "cuda") -> None:

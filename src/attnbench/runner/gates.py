@@ -1,6 +1,7 @@
 """Plausibility gates on a timed attempt: no impossible time is ever OK.
 
-Two rules turn an OK attempt into IMPLAUSIBLE (its samples are then not reported):
+Two rules turn an OK attempt into IMPLAUSIBLE (its samples are then not reported), and the
+attempt applies a third (answered_from_cache) before it is OK:
 - the timer saw less than the work: the median per call is below TIMER_FLOOR x the device time of
   one call's kernels, which the dispatch probe read from the profiler's trace on every stream
   (work left on another stream, or outside a captured CUDA graph, is missed by the events but not
@@ -34,6 +35,14 @@ HOST_BOUND_RATIO = 1.5
 # Modelled bytes smaller than this multiple of the L2 size may be served from L2 (warm), so HBM
 # bandwidth bounds nothing.
 L2_FACTOR = 2
+# A call on new input values (the hard-input checks' and the recheck's, each after the inputs were
+# rewritten in place) does the work whatever a backend remembers. When even the fastest of them
+# takes this multiple of the timed median, and this many µs more, the timed calls did less than the
+# work: they answered from a cache of earlier results. Both bounds leave room for what a real call
+# on new values pays (a single call's launch and sync, a lower clock right after the checks, a
+# cold cache): on a GPU tens of µs and some percent, against a prefill's milliseconds.
+FRESH_RATIO = 5.0
+FRESH_MARGIN_US = 2000.0
 
 
 def flop_ceiling(ceilings: dict) -> float | None:
@@ -81,3 +90,17 @@ def judge(values: dict, ceilings: dict, l2_bytes: int | None, device_type: str =
 
 def _implausible(values: dict, reason: str) -> dict:
     return {**values, "status": Status.IMPLAUSIBLE.value, "reason": reason}
+
+
+def answered_from_cache(fresh_us: list[float], median_us: float, of: str = "the timed median") -> str | None:
+    """Why the timed calls did not do the work, or None: the fastest call on new input values
+    (`fresh_us`, one call each, synchronised) took FRESH_RATIO x `median_us` per call (`of` says
+    whose median) and FRESH_MARGIN_US more."""
+    if not fresh_us or not median_us or median_us <= 0:
+        return None
+    fastest = min(fresh_us)
+    if fastest > FRESH_RATIO * median_us and fastest - median_us > FRESH_MARGIN_US:
+        return (f"each call on new input values took at least {fastest:.4g} µs ({len(fresh_us)} calls), "
+                f"{fastest / median_us:.3g}x {of} ({median_us:.4g} µs; limit {FRESH_RATIO:g}x and "
+                f"{FRESH_MARGIN_US:g} µs more): the timed calls answered from a cache of earlier results")
+    return None
