@@ -34,3 +34,7 @@ def test_help_is_readable_at_80_columns(monkeypatch, capsys):
             build_parser().parse_args([name, "--help"])
         text = capsys.readouterr().out
         assert max(len(line) for line in text.splitlines()) <= 80, name
+        assert "%%" not in text, name  # a description is printed as written: one % is one %
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    assert "%%" not in capsys.readouterr().out

@@ -28,7 +28,7 @@ def add_comparison_commands(sub) -> None:
 
     c = sub.add_parser("compare", help="regressions of NEW against BASE per workload and backend (exit 3 if any)",
                        description="Per device model × workload × backend measured OK in both stores: NEW's time "
-                                   "over BASE's with a 95%% bootstrap interval. A row regressed when the ratio is "
+                                   "over BASE's with a 95% bootstrap interval. A row regressed when the ratio is "
                                    "at least --threshold and the interval's lower end is above 1; an OK row of "
                                    "BASE that is no longer OK in NEW is lost. Exit 0: nothing regressed or lost; "
                                    "3: something did; 2: bad input.")
