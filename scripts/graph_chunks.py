@@ -66,7 +66,7 @@ def main(argv=None) -> int:
                     prepared = Prepared.of(b.prepare(w, inputs))
                     if prepared.context is not None:  # held for the whole attempt, as the runner does
                         stack.enter_context(prepared.context)
-                    timing.cold_call(make_step(w, prepared, inputs, first=True), dev)
+                    timing.one_call(make_step(w, prepared, inputs, first=True), dev)
                 except Exception as e:  # a backend that refuses the workload: said, not timed
                     print(f"{w.label()[:34]:34} {b.name:14} skipped: {type(e).__name__}: "
                           f"{str(e).splitlines()[0][:60]}")

@@ -510,9 +510,13 @@ def test_gpu_command_with_graph_decode(mcli, tmp_path):
 
 
 def test_a_model_step_that_runs_out_of_memory_is_oom_and_says_where():
-    """The model's steps classify failures as attempts do (status.oom_reason): a library's
+    """The model's steps classify failures as attempts do (status.failure): a library's
     out-of-memory words on any line of the error make the row OOM, and the reason quotes that line."""
-    from attnbench.model.run import _failure
+    from attnbench.status import failure
+
+    def _failure(e, device):
+        status, reason = failure(e, device)
+        return {"status": status.value, "reason": reason}
 
     deep = RuntimeError("NOT_FOUND: All configs failed during profiling\n"
                         "  config 0: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 64 bytes.")

@@ -122,7 +122,7 @@ def test_warmup_runs_rounds_of_at_least_three_calls_for_at_least_its_budget():
 
 
 def test_cold_call_returns_output_and_time():
-    out, us = timing.cold_call(lambda: (time.sleep(0.01), 42)[1], "cpu")
+    out, us = timing.one_call(lambda: (time.sleep(0.01), 42)[1], "cpu")
     assert out == 42 and us >= 10_000
 
 

@@ -50,3 +50,40 @@ def oom_reason(e: BaseException) -> str | None:
         if any(t in line for t in OOM_WORDS):
             return f"{error_text(e)} ({line.strip()[:300]})" if i else error_text(e)
     return None
+
+
+# Words of a CUDA fault after which the process's context is unusable
+CONTEXT_BROKEN = ("illegal memory access", "device-side assert", "unspecified launch failure",
+                  "an illegal instruction", "misaligned address", "CUDA error: unknown error")
+
+
+def context_broken(e: BaseException, device: str) -> str | None:
+    """The error text if this failure (or an asynchronous kernel fault behind it) left the CUDA
+    context unusable; what runs next must then get a fresh process."""
+    if any(s in str(e) for s in CONTEXT_BROKEN):
+        return error_text(e)
+    if device.startswith("cuda"):
+        import torch
+
+        try:
+            torch.cuda.synchronize()  # a faulting kernel launched before the exception shows here
+        except Exception as late:
+            return error_text(late)
+    return None
+
+
+def failure(e: Exception, device: str) -> tuple[Status, str]:
+    """The status and reason of a step that raised `e` (an attempt's, a model step's): OOM when an
+    allocator failed (its exception type, or a library's words on any line), CRASH when the CUDA
+    context is broken, else ERROR."""
+    import torch
+
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
+        return Status.OOM, error_text(e)
+    oom = oom_reason(e)
+    if oom is not None:
+        return Status.OOM, oom
+    broken = context_broken(e, device)
+    if broken:
+        return Status.CRASH, f"CUDA context broken: {broken}"
+    return Status.ERROR, error_text(e)

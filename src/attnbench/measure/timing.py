@@ -94,8 +94,9 @@ def trend(samples: list[float]) -> float | None:
     return (statistics.median(samples[-third:]) - statistics.median(samples[:third])) / med
 
 
-def cold_call(step: Callable[[], Any], device: str) -> tuple[Any, float]:
-    """The first call, compile or autotune included, by host clock after a device sync."""
+def one_call(step: Callable[[], Any], device: str) -> tuple[Any, float]:
+    """One call and its µs by host clock between device syncs: the first call (compile or autotune
+    included), or a call on new input values (runner/attempt.py)."""
     sync(device)
     t0 = time.perf_counter()
     out = step()

@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..backends.base import Backend, DeviceInfo, Rejected
 from ..measure import memory, timing
-from ..status import Status, error_text, oom_reason
+from ..status import Status, failure
 from ..store import model_rows
 from .amdahl import compare, kernel_medians
 from .check import check, yardstick
@@ -28,7 +28,6 @@ from .share import model_families, profile_share, profiler_share, share_by_diffe
 from .steps import StepSpec, attention_workload, build, validate
 
 log = logging.getLogger(__name__)
-_BROKEN = ("illegal memory access", "device-side assert", "unspecified launch failure", "misaligned address")
 
 
 @dataclass
@@ -182,7 +181,10 @@ class _SpecContext:
         except (Rejected, timing.GraphCaptureError) as e:
             values.update(status=Status.UNSUPPORTED.value, reason=str(e))
         except Exception as e:
-            values.update(_failure(e, self.req.device))
+            status, reason = failure(e, self.req.device)
+            if status is Status.ERROR:
+                log.debug("model step failed", exc_info=True)
+            values.update(status=status.value, reason=reason)
         finally:
             self.model.attend = None
             _free(self.req.device)
@@ -199,7 +201,7 @@ class _SpecContext:
             model.init_weights(req.seed)
             model.attend = b.attend
             st = build(model, spec, req.seed)
-            out, values["cold_start_us"] = timing.cold_call(st.call, device)
+            out, values["cold_start_us"] = timing.one_call(st.call, device)
             del out
             model.init_weights(req.seed)  # the cold training step moved them; the probe needs the yardstick's
             v = check(model, spec, ys, req.dtype, req.tol)
@@ -231,27 +233,6 @@ class _SpecContext:
         if self.base_row is None:
             return
         values.update(compare(values, self.base_row, self.kernels, self.req.config.layers))
-
-
-def _failure(e: BaseException, device: str) -> dict:
-    import torch
-
-    msg = error_text(e)
-    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
-        return {"status": Status.OOM.value, "reason": msg}
-    oom = oom_reason(e)
-    if oom is not None:
-        return {"status": Status.OOM.value, "reason": oom}
-    broken = msg if any(t in str(e) for t in _BROKEN) else None
-    if device.startswith("cuda") and not broken:
-        try:
-            torch.cuda.synchronize()
-        except Exception as late:
-            broken = f"{type(late).__name__}: {str(late).splitlines()[0]}"
-    if broken:
-        return {"status": Status.CRASH.value, "reason": f"CUDA context broken: {broken}"}
-    log.debug("model step failed", exc_info=True)
-    return {"status": Status.ERROR.value, "reason": msg}
 
 
 def _free(device: str) -> None:

@@ -15,13 +15,11 @@ from ..measure.step import make_step
 from . import gates, process_state
 from ..workloads import Workload
 from ..workloads.append import appending, slot
-from ..status import Status, error_text, oom_reason
+from ..status import Status, failure
 
 log = logging.getLogger(__name__)
 PROBE_CALLS = 3  # calls profiled before timing (the ones after the first call)
 LATE_PROBE_CALLS = 2  # calls profiled after timing
-_CONTEXT_BROKEN = ("illegal memory access", "device-side assert", "unspecified launch failure",
-                   "an illegal instruction", "misaligned address", "CUDA error: unknown error")
 
 
 class WorkloadCache:
@@ -75,8 +73,6 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch
 
 
 def _run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None) -> dict:
-    import torch
-
     w = Workload.from_dict(spec["workload"])
     device, seed, dist = spec["device"], spec["seed"], spec.get("inputs", "normal")
     phases: dict[str, float] = {}
@@ -98,36 +94,15 @@ def _run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatc
                             classifier or dispatch.default_classifier(), cache)
     except (Rejected, timing.GraphCaptureError) as e:  # the library or the graph capture refused it
         return {**res, "status": Status.UNSUPPORTED.value, "reason": str(e)}
-    except (torch.OutOfMemoryError, MemoryError) as e:
-        cache.clear()
-        free_memory(device)
-        return {**res, "status": Status.OOM.value, "reason": error_text(e)}
     except Exception as e:
-        oom = oom_reason(e)
-        if oom is not None:
+        status, reason = failure(e, device)
+        if status is Status.OOM:
             cache.clear()
             free_memory(device)
-            return {**res, "status": Status.OOM.value, "reason": oom}
-        broken = _context_broken(e, device)
-        if broken:
-            return {**res, "status": Status.CRASH.value, "reason": f"CUDA context broken: {broken}", "fatal": True}
-        log.debug("attempt failed", exc_info=True)
-        return {**res, "status": Status.ERROR.value, "reason": error_text(e)}
-
-
-def _context_broken(e: BaseException, device: str) -> str | None:
-    """The error text if this failure (or an asynchronous kernel fault behind it) left the CUDA
-    context unusable; the next attempt must then get a fresh process."""
-    if any(s in str(e) for s in _CONTEXT_BROKEN):
-        return error_text(e)
-    if device.startswith("cuda"):
-        import torch
-
-        try:
-            torch.cuda.synchronize()  # a faulting kernel launched before the exception shows here
-        except Exception as late:
-            return error_text(late)
-    return None
+        elif status is Status.ERROR:
+            log.debug("attempt failed", exc_info=True)
+        fatal = {"fatal": True} if status is Status.CRASH else {}
+        return {**res, "status": status.value, "reason": reason, **fatal}
 
 
 class _Phases:
@@ -150,7 +125,7 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
     tol = spec.get("tol")  # None: the dtype's tolerance (measure/correctness.py)
     with clock("cold_call"):
         memory.poison_allocator(inputs.out.numel() * inputs.out.element_size(), device)
-        out, res["cold_start_us"] = timing.cold_call(make_step(w, prepared, inputs, first=True), device)
+        out, res["cold_start_us"] = timing.one_call(make_step(w, prepared, inputs, first=True), device)
     step = make_step(w, prepared, inputs)
     with clock("check"):
         verdict = correctness.check(w, out, inputs, ref, tol)
@@ -271,12 +246,9 @@ def _check_on(w, call, inputs, cache, device: str, seed: int, dist: str, tol, ha
     own reference; the call's µs (synchronised, the refill's own work excluded) are appended to
     `fresh`. The caller writes the workload's own values back."""
     refill(inputs, w, seed, dist)
-    timing.sync(device)
-    t0 = time.perf_counter()
-    out = call()
-    timing.sync(device)
+    out, us = timing.one_call(call, device)
     if fresh is not None:
-        fresh.append((time.perf_counter() - t0) * 1e6)
+        fresh.append(us)
     return correctness.check(w, out, inputs, cache.reference(w, seed, dist), tol, hard=hard)
 
 
@@ -318,11 +290,7 @@ def _fresh_and_same(w, replay, inputs, device: str, seed: int, dist: str, rounds
         for i in range(rounds):
             refill(inputs, w, seed + 3_000_017 + i, dist)
             for into in (fresh, same):
-                timing.sync(device)
-                t0 = time.perf_counter()
-                replay()
-                timing.sync(device)
-                into.append((time.perf_counter() - t0) * 1e6)
+                into.append(timing.one_call(replay, device)[1])
     finally:
         refill(inputs, w, seed, dist)
     return fresh, same

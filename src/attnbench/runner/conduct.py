@@ -111,7 +111,7 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         written = store.done_keys()
         report.held = sum(1 for a in runnable if a.key not in written)
         report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
-        store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s, "startup_s": report.startup_s})
+        store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s})  # start-up: stored at the start
         return report
     finally:
         executor.close()
