@@ -333,3 +333,22 @@ def test_run_overview_gives_no_wall_over_timed_when_ok_rows_lost_their_samples()
     assert o["timed_s"] == pytest.approx(40e-6) and o["ok_rows_without_samples"] == 1
     assert o["wall_over_timed"] is None
     assert "1 OK rows hold no samples" in overview_line(o) and "×" not in overview_line(o)
+
+
+def test_the_timing_of_ok_rows_without_samples_is_a_phase_of_its_own():
+    """A slimmed store's OK rows kept their timing phase but not their samples: that time is not 'between
+    samples' of the rows that kept theirs (it read 35% of a resumed sweep's wall on the H200)."""
+    import json
+
+    rows = [ok(0, "a", 10.0, 0, samples_us=[1000.0] * 4, calls_per_sample=5, warmup_us=3000.0, wall_s=0.1,
+               phases_s=json.dumps({"timing": 0.05})),
+            ok(1, "b", 20.0, 0, workload_key="w2", samples_us=None, calls_per_sample=1, warmup_us=4000.0,
+               wall_s=0.8, phases_s=json.dumps({"timing": 0.7}))]
+    df = frame(rows)
+    df["samples_us"] = df["samples_us"].astype(object).where(df["backend"] == "a", np.nan)
+    got = dict(run_overview(df, [])["wall_by_phase"])
+    assert got["timed samples"] == pytest.approx(0.02) and got["warm-up"] == pytest.approx(0.003)
+    assert got["timing, between samples"] == pytest.approx(0.05 - 0.02 - 0.003)
+    assert got["timing, samples not kept"] == pytest.approx(0.7)
+    full = frame([rows[0]])
+    assert "timing, samples not kept" not in dict(run_overview(full, [])["wall_by_phase"])

@@ -108,15 +108,26 @@ def wall_by_phase(df: pd.DataFrame, wall: float, timed: float, startup: float = 
     phases."""
     if not len(df) or "phases_s" not in df or not df["phases_s"].notna().any():
         return []
-    sums: dict[str, float] = {}
-    for p in df["phases_s"].dropna():
-        for k, v in (json.loads(p) if isinstance(p, str) else p).items():
-            sums[k] = sums.get(k, 0.0) + float(v)
-    ok = df[df["status"] == "OK"]
+    def phase_sums(frame: pd.DataFrame) -> dict[str, float]:
+        sums: dict[str, float] = {}
+        for p in frame["phases_s"].dropna():
+            for k, v in (json.loads(p) if isinstance(p, str) else p).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+        return sums
+
+    sums = phase_sums(df)
+    # OK rows whose samples were dropped (a store slimmed to resume from): their timing phase cannot be
+    # split into samples, warm-up and the time between, so it is a line of its own
+    unsampled = (df["status"] == "OK") & ~df.get("samples_us", pd.Series(None, index=df.index)).map(
+        lambda s: bool(json_list(s)))
+    ok = df[(df["status"] == "OK") & ~unsampled]
     warm = float(pd.to_numeric(ok.get("warmup_us"), errors="coerce").fillna(0).sum()) / 1e6 if len(ok) else 0.0
     phased = sum(sums.values())
     timing = sums.pop("timing", 0.0)
-    out = [("timed samples", timed), ("warm-up", warm), ("timing, between samples", max(timing - timed - warm, 0.0))]
+    blind = phase_sums(df[unsampled]).get("timing", 0.0) if unsampled.any() else 0.0
+    out = [("timed samples", timed), ("warm-up", warm), ("timing, between samples", max(timing - blind - timed - warm, 0.0))]
+    if blind:
+        out.append(("timing, samples not kept", blind))
     out += [(PHASE_LABELS.get(k, k), v) for k, v in sums.items()]
     held = float(pd.to_numeric(df.get("wall_s"), errors="coerce").fillna(0).sum())
     # input fingerprints between phases, the memory handed back after each attempt, the worker's messages
