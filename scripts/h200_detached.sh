@@ -11,13 +11,19 @@
 #                    resumes from out/carry/NAME.sqlite.gz (name out/carry in the call's `carry`), and
 #                    when it ends what comes back is its own rows, the runs table and the slimmed store
 #                    the next part resumes from; without PARTS, the store's exports (ended) or a
-#                    gzipped backup of it (running)
+#                    gzipped backup of it (running). The sweep's compiler cache (run keeps it beside the
+#                    store while the sweep is unfinished) travels too: out/carry/NAME.cache.tgz.NN in,
+#                    NAME.cache.tgz.NN back (14 MiB pieces, four at most: what a call returns and carries)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=100
 OUT=${OUT:-/tmp/out}; NAME=${NAME:-pt}; D=/tmp/$NAME; mkdir -p "$D" "$OUT"
 if [ ! -e "$D/started" ]; then
   nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader 2>/dev/null
   [ "${PARTS:-0}" = 1 ] && [ -e "out/carry/$NAME.sqlite.gz" ] && gunzip -c "out/carry/$NAME.sqlite.gz" > "$D/run.sqlite"
+  if [ "${PARTS:-0}" = 1 ] && ls out/carry/$NAME.cache.tgz.* > /dev/null 2>&1; then
+    mkdir -p "$D/run.sqlite.compile-cache" && cat out/carry/$NAME.cache.tgz.* | tar xzf - -C "$D/run.sqlite.compile-cache"
+    echo "compiler cache from the last part: $(du -sm "$D/run.sqlite.compile-cache" | cut -f1) MiB"
+  fi
   date +%s.%N > "$D/started"
   setsid nohup bash -c "timeout -s INT ${LIMIT:-900} python3 -m attnbench run $ARGS --db $D/run.sqlite \
     > $D/log 2>&1; echo \$? > $D/rc; date +%s.%N > $D/ended" > /dev/null 2>&1 < /dev/null &
@@ -27,6 +33,16 @@ while [ ! -e "$D/ended" ] && [ "$(date +%s)" -lt $end ]; do sleep 2; done
 if [ -e "$D/ended" ] && [ "${PARTS:-0}" = 1 ]; then
   [ -e "$D/returned" ] || python3 scripts/sweep_parts.py segment "$D/run.sqlite" --out "$OUT" --name "$NAME" \
     && touch "$D/returned"
+  C="$D/run.sqlite.compile-cache"
+  if [ -d "$C" ]; then
+    du -sm "$C"/* "$C"/*/* 2>/dev/null | sort -rn | head -6
+    tar czf - -C "$C" . | split -b 14m -d - "$OUT/$NAME.cache.tgz."
+    if [ "$(ls "$OUT/$NAME".cache.tgz.* | wc -l)" -gt 4 ]; then
+      echo "compiler cache $(du -sm "$C" | cut -f1) MiB, over 56 MiB gzipped: not returned"; rm -f "$OUT/$NAME".cache.tgz.*
+    else
+      echo "compiler cache $(du -sm "$C" | cut -f1) MiB, returned as $(ls "$OUT/$NAME".cache.tgz.* | wc -l) pieces"
+    fi
+  fi
 elif [ -e "$D/ended" ]; then  # the store's rows travel as exports (a sweep's sqlite can pass 16 MiB)
   python3 -m attnbench export --db "$D/run.sqlite" --out "$OUT/$NAME.jsonl.gz" > /dev/null
   python3 -m attnbench export --db "$D/run.sqlite" --table runs --out "$OUT/$NAME.runs.jsonl" > /dev/null

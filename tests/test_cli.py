@@ -571,3 +571,45 @@ def test_a_run_stopped_while_starting_leaves_an_existing_store_as_it_was(cli, tm
     monkeypatch.setattr(LocalExecutor, "start", lambda self, device, backends: (_ for _ in ()).throw(KeyboardInterrupt))
     res = cli("run", "--device", "cpu", "--backends", "reference", "--db", db)
     assert res.rc == 130 and db.exists() and rows_of(db) == []
+
+
+def test_a_sweeps_compiler_cache_is_kept_beside_its_store_until_the_sweep_has_finished(cli, tmp_path, monkeypatch):
+    """An interrupted run leaves its compiler cache (<db>.compile-cache) for the resumed run, which loads
+    what the first compiled (provenance: kind 'resumed') and removes it once every attempt has a row; a
+    run that finishes at once leaves none; --compile-cache DIR is the user's and stays."""
+    import itertools
+    from pathlib import Path
+
+    from attnbench.runner.local import LocalExecutor
+
+    (tmp_path / "tiny.yaml").write_text(TINY_GRID)
+    db, cache = tmp_path / "s.sqlite", tmp_path / "s.sqlite.compile-cache"
+    real_run, seen = LocalExecutor.run, []
+
+    def run_one_then_interrupt(self, attempts, sink, *rest):
+        seen.append(self.cache_dir)
+        Path(self.cache_dir, "inductor").mkdir(parents=True)
+        Path(self.cache_dir, "inductor", "kernel").write_text("compiled")  # what a compiler left there
+        real_run(self, itertools.islice(attempts, 1), sink, *rest)
+        raise KeyboardInterrupt
+
+    argv = ("run", "--config", tmp_path / "tiny.yaml", "--repeats", "1", "--device", "cpu", "--backends", "reference",
+            "--db", db)
+    monkeypatch.setattr(LocalExecutor, "run", run_one_then_interrupt)
+    assert cli(*argv).rc == 130
+    assert len(rows_of(db)) == 1 and (cache / "inductor" / "kernel").read_text() == "compiled"
+    assert seen == [str(cache.resolve())]
+
+    monkeypatch.setattr(LocalExecutor, "run", lambda self, *a: (seen.append(self.cache_dir), real_run(self, *a))[1])
+    res = cli(*argv)
+    assert res.rc == 0, res.err
+    assert len(rows_of(db)) == 2 and seen[-1] == str(cache.resolve()) and not cache.exists()
+    first, resumed = (r["provenance"]["compile_cache"] for r in Store(db, readonly=True).runs())
+    assert first == {"kind": "fresh", "dir": str(cache.resolve())}
+    assert resumed == {"kind": "resumed", "dir": str(cache.resolve())}
+
+    named = tmp_path / "mine"
+    other = tmp_path / "o.sqlite"
+    assert cli(*argv[:-1], other, "--compile-cache", named).rc == 0
+    assert seen[-1] == str(named.resolve()) and not (tmp_path / "o.sqlite.compile-cache").exists()
+    assert Store(other, readonly=True).runs()[0]["provenance"]["compile_cache"]["kind"] == "named"

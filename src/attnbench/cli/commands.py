@@ -5,6 +5,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -196,11 +197,16 @@ def cmd_run(args, argv) -> int:
     db = Path(args.db)
     if not db.parent.exists():
         raise UsageError(f"directory of --db does not exist: {db.parent}")
+    # the sweep's compiler cache beside its store (not on a cluster's other nodes): kept when the run is
+    # interrupted, so the resumed run loads what this one compiled, as one uninterrupted run would
+    sweep_cache = None if ray or args.compile_cache or args.dry_run else sweep_cache_of(db)
     cfg = LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin], timeout_s=args.timeout,
                       seed=args.seed, tol=args.tol, inputs=args.inputs, timing=TimingConfig.for_device(device, args.max_time, args.min_time),
                       log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
                       strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose),
-                      compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None)
+                      compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None,
+                      run_cache=str(sweep_cache.resolve()) if sweep_cache else None,
+                      run_cache_resumed=bool(sweep_cache and sweep_cache.is_dir() and any(sweep_cache.iterdir())))
     label = ",".join(d.label for d in devices) if devices else ("ray:all GPUs" if ray else device)
     req = RunRequest(label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
                      shlex.join(["attnbench"] + list(argv)), args.retry_failed, args.began)
@@ -241,9 +247,12 @@ def cmd_run(args, argv) -> int:
             with SweepProgress(err) as prog:
                 report = _ray_errors(conduct, executor, store, req, prog)
         except BaseException as e:
-            if new_db:
-                _drop_unused(store, db, log if new_log else None, bad_input=isinstance(e, UsageError))
+            dropped = new_db and _drop_unused(store, db, log if new_log else None, bad_input=isinstance(e, UsageError))
+            if sweep_cache and dropped:  # nothing to resume
+                shutil.rmtree(sweep_cache, ignore_errors=True)
             raise
+        if sweep_cache and not report.held:  # the sweep has finished (a run still holding attempts uses it)
+            shutil.rmtree(sweep_cache, ignore_errors=True)
         summary(err, store, report.counts, report.resumed, db, report.overhead_s, report.startup_s)
         if report.held:
             err.print(f"[bold yellow]{report.held} attempts have no row[/]: another run claims them (still running, "
@@ -253,21 +262,28 @@ def cmd_run(args, argv) -> int:
         store.close()
 
 
-def _drop_unused(store, db: Path, log: Path | None, bad_input: bool) -> None:
+def sweep_cache_of(db: Path) -> Path:
+    """Where `run` keeps a sweep's compiler cache (Inductor, Triton, JAX) until the sweep has finished."""
+    return db.with_name(db.name + ".compile-cache")
+
+
+def _drop_unused(store, db: Path, log: Path | None, bad_input: bool) -> bool:
     """A run that failed before its run row (the cluster or a device refused it, interrupted while
     starting) leaves nothing behind: the store this command created is removed when it holds no run
     and no attempt; so is the log it created (`log`, None when it was there before), when the failure
-    was bad input or the log is empty (a log that says why workers failed stays)."""
+    was bad input or the log is empty (a log that says why workers failed stays). True when the store
+    was removed."""
     try:
         if store.count() or store.runs():
-            return
+            return False
     except sqlite3.Error:
-        return
+        return False
     store.close()
     for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}-journal")):
         p.unlink(missing_ok=True)
     if log is not None and log.exists() and (bad_input or log.stat().st_size == 0):
         log.unlink()
+    return True
 
 
 def cmd_backends(args, argv) -> int:

@@ -108,9 +108,11 @@ def build_parser() -> Parser:
                    help="a fresh process for every attempt of compile-based backends (slower; default: "
                         "one process per backend and repeat, compiler state reset before each attempt)")
     r.add_argument("--compile-cache", metavar="DIR",
-                   help="where torch.compile and Triton keep compiled code (kept across runs, so cold starts "
-                        "after the first are cache hits); default: a fresh directory for each run, removed after "
-                        "it, so cold_start_us always includes compilation")
+                   help="where torch.compile, Triton and JAX keep compiled code (kept across runs, so cold starts "
+                        "after the first are cache hits); default: the sweep's own cache beside the store "
+                        "(DB.compile-cache), empty when the sweep starts, kept if the run is interrupted so that "
+                        "the resumed run loads what it compiled, and removed once every attempt has a row: the "
+                        "first repeat's cold_start_us includes compilation")
     r.add_argument("--dry-run", action="store_true",
                    help="print the plan's counts and an ETA (median wall_s per backend and mode of earlier OK rows "
                         "in --db, else 10 s an attempt) and exit (starts workers to read the device; writes nothing)")

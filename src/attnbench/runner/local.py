@@ -29,9 +29,12 @@ class LocalConfig:
     strict_isolation: bool = False  # a fresh process for every attempt of a compile-based backend
     log_level: int = logging.WARNING  # workers' logging level
     compile_cache: str | None = None  # a named compiler cache; None: a fresh one for this run
-    # a fresh cache this run made for several executors (runner/multi.py: one for every device, so a
-    # kernel one device compiled is not compiled again for its neighbour); None: the executor makes its own
+    # the run's own cache, made by the caller: the sweep's beside its store (cli: kept until the sweep has
+    # finished, so a resumed run loads what the interrupted one compiled), or one for several executors
+    # (runner/multi.py: one for every device, so a kernel one device compiled is not compiled again for its
+    # neighbour); None: the executor makes a fresh one
     run_cache: str | None = None
+    run_cache_resumed: bool = False  # run_cache held an interrupted run's compiled code when this run began
 
 
 def worker_slot(backend, strict_isolation: bool = False) -> str | None:
@@ -167,7 +170,8 @@ class LocalExecutor(BaseExecutor):
         self._prestart({"shared"} | {self._slot(b) for b in backends or ()})
         w = self._get("shared")
         t0 = time.perf_counter()
-        cache = {"kind": "named" if self.cfg.compile_cache else "fresh", "dir": self.cache_dir}
+        kind = "named" if self.cfg.compile_cache else "resumed" if self.cfg.run_cache_resumed else "fresh"
+        cache = {"kind": kind, "dir": self.cache_dir}
         res = w.call({"op": "provenance", "device": device, "seed": self.cfg.seed, "compile_cache": cache}, 600)
         if not res.get("ok"):
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")
