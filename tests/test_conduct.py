@@ -77,6 +77,10 @@ class Recorder(Observer):
     def row(self, row):
         self.events.append(("row", row["backend"], row["status"]))
 
+    def forecast(self, remaining):
+        self.remaining = remaining
+        self.events.append(("forecast", sum(remaining.left.values())))
+
 
 def test_one_row_per_attempt_and_planned_rows_never_reach_the_executor(tmp_path):
     store = Store(tmp_path / "s.sqlite")
@@ -92,8 +96,10 @@ def test_one_row_per_attempt_and_planned_rows_never_reach_the_executor(tmp_path)
     assert all(r["torch_version"] == "9.9" and r["attnbench_sha"] == "a" * 40 and r["median_us"] == 2.0 for r in ok)
     assert ex.started_with == ("cpu", ["fake-good", "fake-mutates"]) and ex.closed == 1
     assert obs.events[0] == ("starting", "cpu") and obs.events[1] == ("begin", 8, 0, 0)
+    assert obs.events[2] == ("forecast", 6)  # the ETA counts the attempts to run, not the planned-out ones
     # the two planned rows, then each run attempt announced as it starts, before its row
-    assert [e[0] for e in obs.events[2:]] == ["row"] * 2 + ["attempt", "row"] * 6
+    assert [e[0] for e in obs.events[3:]] == ["row"] * 2 + ["attempt", "row"] * 6
+    assert obs.remaining.seconds() == 0.0 and sum(obs.remaining.left.values()) == 0  # fed by every row
     (run,) = store.runs()
     assert run["finished_at"] and run["provenance"]["sweep_overhead_s"]["worker_start"] == 1.5
     assert "store" in run["provenance"]["sweep_overhead_s"] and run["device_name"] == "CPU fake"
@@ -113,7 +119,9 @@ def test_resume_is_a_filter_on_the_plan(tmp_path):
     ex2, obs = FakeExecutor(), Recorder()
     report = conduct(ex2, store, request(), obs)
     assert report.resumed == 5 and obs.events[1] == ("begin", 8, 5, 0)
-    assert [e[0] for e in obs.events[2:]] == ["attempt", "row"] * 3
+    # three left, each at the median wall of the interrupted run's OK rows (0.25 s)
+    assert obs.events[2] == ("forecast", 3) and obs.remaining.earlier
+    assert [e[0] for e in obs.events[3:]] == ["attempt", "row"] * 3
     assert {a.key for a in ex2.received}.isdisjoint(first) and len(ex2.received) == 3
     assert len(rows_of(tmp_path / "s.sqlite")) == 8
     assert pending(report.attempts, first | {a.key for a in ex2.received}) == []

@@ -149,6 +149,36 @@ def test_a_later_repeat_is_estimated_from_the_later_repeats_of_earlier_runs():
     assert (est.from_store, est.by_default) == (6, 0) and est.seconds == pytest.approx(9 + 3 + 3 + 3 * 5.0)
 
 
+def test_a_running_sweeps_eta_counts_what_is_left_at_this_runs_typical_walls():
+    """Remaining: each attempt left at the median wall of this run's OK rows of its key, else the store's
+    earlier rows, else (a later repeat) the first repeat's, else the default; over the devices."""
+    from attnbench.runner.eta import Remaining
+
+    ex = multi()
+    ex.start("", [])
+    attempts = [a for a in ex.plan(W[:2], backends("fake-good", "fake-crash"), 2, "t", 0) if not a.planned]
+    good = [a for a in attempts if a.backend.name == "fake-good"]
+    crash = [a for a in attempts if a.backend.name == "fake-crash"]
+    assert len(good) == len(crash) == 4  # 2 workloads x 2 repeats
+    mode = good[0].workload.mode
+    r = Remaining(attempts, {("fake-good", mode): 4.0}, devices=2)
+    # fake-good from the store (4 s a repeat-0 attempt, the same for its later ones); fake-crash unknown
+    assert r.seconds() == pytest.approx((4 * 4.0 + 4 * DEFAULT_ATTEMPT_S) / 2)
+    first = [a for a in good if a.repeat == 0]
+    r.row({"attempt_key": first[0].key, "status": "OK", "wall_s": 1.0})  # this run's rows win
+    assert r.seconds() == pytest.approx((3 * 1.0 + 4 * DEFAULT_ATTEMPT_S) / 2)
+    later = [a for a in good if a.repeat == 1]
+    r.row({"attempt_key": later[0].key, "status": "OK", "wall_s": 0.2})  # a later repeat: its own median
+    assert r.seconds() == pytest.approx((1.0 + 0.2 + 4 * DEFAULT_ATTEMPT_S) / 2)
+    r.row({"attempt_key": crash[0].key, "status": "CRASH", "wall_s": 100.0})  # done, but no typical wall
+    r.row({"attempt_key": "not-in-the-plan", "status": "OK", "wall_s": 1e6})  # another run's row
+    r.row({"attempt_key": first[0].key, "status": "OK", "wall_s": 1e6})  # a row twice counts once
+    assert r.seconds() == pytest.approx((1.0 + 0.2 + 3 * DEFAULT_ATTEMPT_S) / 2)
+    for a in attempts:
+        r.row({"attempt_key": a.key, "status": "OK", "wall_s": 1.0})
+    assert r.seconds() == 0.0
+
+
 def test_the_eta_reads_as_seconds_minutes_or_hours():
     from attnbench.runner.eta import duration
 

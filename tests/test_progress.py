@@ -53,3 +53,32 @@ def test_in_a_log_the_last_state_ends_its_line():
     lines = out.getvalue().split("\n")
     assert lines[0] == "now: flex decode B8 N4096 graph r0" and "1/1" in lines[1] and lines[1].endswith("OK 1")
     assert lines[2] == "done"
+
+
+def test_the_eta_is_the_forecasts_and_is_worked_out_at_most_twice_a_second(monkeypatch):
+    """The bar's ETA is Remaining.seconds() (runner/eta.py), not a rate over the last seconds; the
+    planned-out rows of a large grid arrive thousands at once and do not each work it out again."""
+    import attnbench.cli.progress as progress
+
+    class Forecast:
+        calls = 0
+
+        def seconds(self):
+            self.calls += 1
+            return 4 * 3600 + 62.4
+
+    clock = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    console = Console(file=io.StringIO(), width=80, force_terminal=False)
+    with SweepProgress(console) as p:
+        p.begin(total=25344, resumed=0, retried=0)
+        assert "ETA -:--:--" in screen(p)[1]
+        f = Forecast()
+        p.forecast(f)
+        assert "ETA 4:01:02" in screen(p)[1] and f.calls == 1
+        for _ in range(5000):
+            p.row({"status": "UNSUPPORTED"})
+        assert f.calls == 1
+        clock[0] += 0.6
+        p.row({"status": "OK"})
+        assert f.calls == 2

@@ -2,12 +2,13 @@
 and live counts per status, and the end-of-run summary."""
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from ..runner.conduct import Observer
@@ -38,8 +39,11 @@ class SweepProgress(Observer):
         self.counts: Counter = Counter()
         self.skipped = 0
         self.spinner = None
-        self.progress = Progress(BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                                 TimeRemainingColumn(), TextColumn("{task.fields[counts]}"), console=console)
+        self.progress = Progress(BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("ETA {task.fields[eta]}"), TextColumn("{task.fields[counts]}"),
+                                 console=console)
+        self.remaining = None  # runner/eta.py: Remaining, from forecast()
+        self._eta_at = 0.0  # when the ETA was last worked out
         self.live = Live(Group(_Now(self.progress), self.progress), console=console, refresh_per_second=4)
         self.task = None
 
@@ -68,8 +72,21 @@ class SweepProgress(Observer):
         if retried:
             self.console.print(f"retrying {retried} attempts that ended TIMEOUT, CRASH or ERROR")
         self.skipped = resumed
-        self.task = self.progress.add_task("", total=total, completed=resumed, counts=self._counts())
+        self.task = self.progress.add_task("", total=total, completed=resumed, counts=self._counts(), eta="-:--:--")
         self.live.start()
+
+    def forecast(self, remaining) -> None:
+        self.remaining = remaining
+        self._update_eta(force=True)
+
+    def _update_eta(self, force: bool = False) -> None:
+        """At most twice a second (the planned-out rows of a large grid arrive thousands at once)."""
+        now = time.monotonic()
+        if self.remaining is None or self.task is None or (not force and now - self._eta_at < 0.5):
+            return
+        self._eta_at = now
+        s = int(round(self.remaining.seconds()))
+        self.progress.update(self.task, eta=f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}")
 
     def _counts(self) -> str:
         text = " ".join(f"[{COLORS[s]}]{s} {self.counts[s]}[/]" for s in ORDER if self.counts[s])
@@ -85,6 +102,7 @@ class SweepProgress(Observer):
     def row(self, row: dict) -> None:
         self.counts[row["status"]] += 1
         self.progress.update(self.task, advance=1, counts=self._counts())
+        self._update_eta()
 
 
 def summary(console: Console, store, counts: Counter, skipped: int, db, overhead: dict | None = None,

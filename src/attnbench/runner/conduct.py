@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..backends.base import Backend
 from ..store.db import Store
 from ..workloads import Workload
+from .eta import Remaining, typical_wall
 from .executor import Executor, Outcome
 from .planner import Attempt
 from .sink import RowSink, new_run_id, toolkit_columns
@@ -59,6 +60,9 @@ class Observer:
     def row(self, row: dict) -> None:
         """One row was written."""
 
+    def forecast(self, remaining: Remaining) -> None:
+        """After begin: the attempts to run, as rows arrive; remaining.seconds() is the ETA."""
+
 
 def pending(attempts: list[Attempt], done: set[str]) -> list[Attempt]:
     """Resume: the attempts that have no row yet."""
@@ -88,12 +92,16 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
         store.start_run(report.run_id, req.tag, req.grid, req.argv, started.device.name,
                         {**started.provenance, "startup_s": report.startup_s})
         prov = started.provenance
+        runnable = [a for a in todo if not a.planned]
+        remaining = Remaining(runnable, typical_wall(store.ok_walls()),
+                              len(getattr(executor, "placements", None) or ()) or 1)
         sink = RowSink(store, report.run_id, req.tag, {**toolkit_columns(prov), "inputs": req.inputs},
                        prov.get("ceilings") or {},
                        (prov.get("device") or {}).get("l2_bytes"), started.device.type,
-                       observers=[observer.row, lambda row: report.counts.update([row["status"]])],
+                       observers=[remaining.row, observer.row, lambda row: report.counts.update([row["status"]])],
                        models=prov.get("models") or {})
         observer.begin(len(attempts), report.resumed, retried)
+        observer.forecast(remaining)
         for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running
             if a.planned:
                 sink(Outcome(a, {"status": a.planned.value, "reason": a.reason}, 0.0, executor.placement_for(a)))
@@ -103,7 +111,6 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
                 observer.attempt(a, where)
             return taken
 
-        runnable = [a for a in todo if not a.planned]
         try:
             executor.run(runnable, sink, claim)
         finally:

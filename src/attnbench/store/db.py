@@ -205,6 +205,11 @@ class Store:
         return [{c: _decode(c, r[c]) if c in have else BACKFILL.get(c) for c in COLUMN_NAMES}
                 for r in self.con.execute(q, params)]
 
+    def ok_walls(self) -> list[dict]:
+        """backend, mode, repeat and wall_s of every OK row (what an ETA reads; runner/eta.py)."""
+        q = "SELECT backend, mode, repeat, wall_s FROM attempts WHERE status = 'OK' AND wall_s IS NOT NULL"
+        return [{"status": "OK", **dict(r)} for r in self.con.execute(q)]
+
     def dataframe(self):
         return self.table_frame("attempts", COLUMN_NAMES)
 
