@@ -608,6 +608,10 @@ def test_a_sweeps_compiler_cache_is_kept_beside_its_store_until_the_sweep_has_fi
     assert first == {"kind": "fresh", "dir": str(cache.resolve())}
     assert resumed == {"kind": "resumed", "dir": str(cache.resolve())}
 
+    (tmp_path / "f.sqlite.compile-cache").write_text("not a directory")
+    res = cli(*argv[:-1], tmp_path / "f.sqlite")
+    assert res.rc == 2 and "not a directory" in res.err and not (tmp_path / "f.sqlite").exists()
+
     named = tmp_path / "mine"
     other = tmp_path / "o.sqlite"
     assert cli(*argv[:-1], other, "--compile-cache", named).rc == 0

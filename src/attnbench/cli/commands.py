@@ -200,6 +200,8 @@ def cmd_run(args, argv) -> int:
     # the sweep's compiler cache beside its store (not on a cluster's other nodes): kept when the run is
     # interrupted, so the resumed run loads what this one compiled, as one uninterrupted run would
     sweep_cache = None if ray or args.compile_cache or args.dry_run else sweep_cache_of(db)
+    if sweep_cache and sweep_cache.exists() and not sweep_cache.is_dir():
+        raise UsageError(f"{sweep_cache} is where this store's compiler cache is kept, and it is not a directory")
     cfg = LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin], timeout_s=args.timeout,
                       seed=args.seed, tol=args.tol, inputs=args.inputs, timing=TimingConfig.for_device(device, args.max_time, args.min_time),
                       log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
