@@ -13,7 +13,8 @@
 #                    the next part resumes from; without PARTS, the store's exports (ended) or a
 #                    gzipped backup of it (running). The sweep's compiler cache (run keeps it beside the
 #                    store while the sweep is unfinished) travels too: out/carry/NAME.cache.tgz.NN in,
-#                    NAME.cache.tgz.NN back (14 MiB pieces, four at most: what a call returns and carries)
+#                    NAME.cache.tgz.NN back (14 MiB pieces, four at most: what a call returns and carries;
+#                    when all of it is larger, Inductor's and JAX's parts, else JAX's)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=100
 OUT=${OUT:-/tmp/out}; NAME=${NAME:-pt}; D=/tmp/$NAME; mkdir -p "$D" "$OUT"
@@ -34,14 +35,17 @@ if [ -e "$D/ended" ] && [ "${PARTS:-0}" = 1 ]; then
   [ -e "$D/returned" ] || python3 scripts/sweep_parts.py segment "$D/run.sqlite" --out "$OUT" --name "$NAME" \
     && touch "$D/returned"
   C="$D/run.sqlite.compile-cache"
-  if [ -d "$C" ]; then
-    du -sm "$C"/* "$C"/*/* 2>/dev/null | sort -rn | head -6
-    tar czf - -C "$C" . | split -b 14m -d - "$OUT/$NAME.cache.tgz."
-    if [ "$(ls "$OUT/$NAME".cache.tgz.* | wc -l)" -gt 4 ]; then
-      echo "compiler cache $(du -sm "$C" | cut -f1) MiB, over 56 MiB gzipped: not returned"; rm -f "$OUT/$NAME".cache.tgz.*
-    else
-      echo "compiler cache $(du -sm "$C" | cut -f1) MiB, returned as $(ls "$OUT/$NAME".cache.tgz.* | wc -l) pieces"
-    fi
+  if [ -d "$C" ]; then  # all of it, else Inductor's (its FX graph entries bundle their Triton kernels) and
+    du -sm "$C"/* "$C"/*/* 2>/dev/null | sort -rn | head -8  # JAX's, else JAX's: a left-out entry is a miss
+    for set in "inductor triton jax" "inductor jax" "jax"; do
+      have=$(for d in $set; do [ -e "$C/$d" ] && echo "$d"; done)
+      [ -n "$have" ] || continue
+      rm -f "$OUT/$NAME".cache.tgz.*
+      tar cf - -C "$C" $have | gzip -1 | split -b 14m -d - "$OUT/$NAME.cache.tgz."
+      n=$(ls "$OUT/$NAME".cache.tgz.* | wc -l)
+      if [ "$n" -le 4 ]; then echo "compiler cache returned:" $have "($n pieces)"; break; fi
+      echo "compiler cache:" $have "over 56 MiB gzipped"; rm -f "$OUT/$NAME".cache.tgz.*
+    done
   fi
 elif [ -e "$D/ended" ]; then  # the store's rows travel as exports (a sweep's sqlite can pass 16 MiB)
   python3 -m attnbench export --db "$D/run.sqlite" --out "$OUT/$NAME.jsonl.gz" > /dev/null
