@@ -91,7 +91,7 @@ class Remaining:
     that key as they arrive (the same machine, code and stopping rule), else of the store's earlier
     rows, else a later repeat's falls back to the first repeat's, else DEFAULT_ATTEMPT_S. (A rate over
     the last seconds misleads on a sweep that alternates compiles of seconds with attempts of a tenth
-    of one: on the H200 it said 7.4 h for what took four.)"""
+    of one: on the H200 it said 7.4 h for a rest of the portability grid that the store's walls put at 3.0 h.)"""
 
     def __init__(self, todo: list[Attempt], earlier: dict[tuple, float] | None = None, devices: int = 1,
                  default_s: float = DEFAULT_ATTEMPT_S):
