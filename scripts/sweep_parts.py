@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from attnbench.analysis.overview import run_overview
+from attnbench.runner.eta import duration
 from attnbench.store.db import Store
 from attnbench.store.io import export, import_rows, import_runs, read_rows
 
@@ -66,6 +67,25 @@ def segment(args) -> None:
     print(f"{name}: {n} rows of run {run_id}")
 
 
+def what_is_left(store: Store, provenance: dict) -> tuple[int, float] | None:
+    """The grid's attempts without a row (planned on the parts' device, as `run` plans them) and their
+    wall at the median of the stored OK rows of their backend and mode; None when the device is not
+    recorded."""
+    from attnbench.backends.base import DeviceInfo
+    from attnbench.backends.registry import select
+    from attnbench.runner.eta import Remaining, typical_wall
+    from attnbench.runner.planner import plan
+    from attnbench.workloads.grids import get_grid
+
+    if not provenance.get("device"):
+        return None
+    attempts = plan(get_grid("portability"), select(None, []), DeviceInfo.from_dict(provenance["device"]),
+                    3, "default", 0)
+    done = store.done_keys()
+    todo = [a for a in attempts if a.key not in done and not a.planned]
+    return len(todo), Remaining(todo, typical_wall(store.ok_walls())).seconds()
+
+
 def ledger(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         s = Store(f"{tmp}/all.sqlite")
@@ -79,11 +99,15 @@ def ledger(args) -> None:
             print(f"  run {run_id}: {p['attempts']} rows, wall {p['sweep_wall_s']:.0f} s, "
                   f"timed {p['timed_s']:.1f} s, wall / timed {ratio}")
         o = run_overview(df, runs)
+        left = what_is_left(s, runs[-1]["provenance"]) if runs else None
         s.close()
         print(f"{o['attempts']} of {PORTABILITY_ATTEMPTS} planned attempts have a row "
               f"({100 * o['attempts'] / PORTABILITY_ATTEMPTS:.0f}%): {o['status']}")
         print(f"sweep wall {o['sweep_wall_s']:.0f} s for {o['timed_s']:.1f} s of timed samples: "
               f"wall / timed {o['wall_over_timed']:.2f}")
+        if left:
+            print(f"left: {left[0]} attempts, about {duration(left[1])} at the parts' median walls "
+                  "(runner/eta.py; repeat 0's first calls included, a later repeat's from the slices)")
         Path(args.carry).parent.mkdir(parents=True, exist_ok=True)
         write_slim(f"{tmp}/all.sqlite", args.carry)
     print(f"resume store: {args.carry}")
