@@ -4,6 +4,10 @@
 #   STEP=ratio      sharded over both GPUs (--devices 0,1), then on GPU 0 alone, in that order (a
 #                   later phase finds the host's files warm: the sharded wall is not flattered);
 #                   prints both walls and sharded / one GPU (target <= 0.55). About 200 + 330 s.
+#   STEP=ratio3     the same with `run`'s default three repeats, both runs detached
+#                   (scripts/h200_detached.sh: /tmp/x2s sharded, then /tmp/x2o on GPU 0): call it again
+#                   back to back until it prints the ratio (about 400 + 750 s in all, three calls;
+#                   GRID=smoke DEVS=cpu:0,cpu:1 ONE=cpu BACKENDS=reference tries it on a CPU).
 #   STEP=replicate  --devices 0,1 --replicate, then `attnbench analyze --by device_uuid` of it: the
 #                   winner-change rate between two GPUs of one model (the method's noise floor). About 330 s.
 #   STEP=tests      the GPU tests (one- and two-GPU ones, the library backends that are installed).
@@ -26,6 +30,26 @@ case ${STEP:?STEP=ratio|replicate|tests} in
       bash scripts/h200_multi.sh 2>&1 | grep -v -i warn | tail -4
     python3 -m attnbench analyze --by device_uuid /tmp/x2/multi-replicate.sqlite --md /tmp/x2/replicate-analyze.md \
       2>&1 | tail -25 ;;
+  ratio3)
+    B=${BACKENDS:-sdpa-flash,sdpa-cudnn,sdpa-efficient,sdpa-math,flex,compile,reference}
+    t0=$(date +%s)
+    [ -e /tmp/x2s/ended ] || NAME=x2s ARGS="--grid ${GRID:-quick} --repeats 3 --backends $B --devices ${DEVS:-0,1}" LIMIT=900 \
+      WAIT=560 bash scripts/h200_detached.sh | tail -3
+    left=$(( 560 - $(date +%s) + t0 ))
+    if [ -e /tmp/x2s/ended ] && [ $left -gt 20 ]; then
+      NAME=x2o ARGS="--grid ${GRID:-quick} --repeats 3 --backends $B --device ${ONE:-cuda:0}" LIMIT=1500 WAIT=$left \
+        bash scripts/h200_detached.sh | tail -3
+    fi
+    if [ -e /tmp/x2s/ended ] && [ -e /tmp/x2o/ended ]; then
+      python3 - <<'PY'
+def wall(d):
+    return float(open(f"/tmp/{d}/ended").read()) - float(open(f"/tmp/{d}/started").read())
+s, o = wall("x2s"), wall("x2o")
+import os
+print(f"{os.environ.get('GRID', 'quick')} grid, 3 repeats: two devices {s:.1f} s, one {o:.1f} s: {s / o:.3f} (target <= 0.55)")
+PY
+    fi
+    exit 0 ;;
   tests)
     python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_backends.py -p no:cacheprovider 2>&1 \
       | tee "$OUT/gpu_tests.log" | tail -15
