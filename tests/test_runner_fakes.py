@@ -704,9 +704,9 @@ def backends():
 @pytest.mark.slow
 @pytest.mark.parametrize("named,devices", [(False, None), (True, None), (False, "cpu:0,cpu:1")])
 def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named, devices):
-    """Cold starts depend on a cache the run controls and records: a fresh one per run, removed after
-    it, or one the user names, kept. Several devices of one run share it (a kernel compiled for one
-    is not compiled again for its neighbour)."""
+    """Cold starts depend on a cache the run controls and records: the sweep's own beside its store,
+    empty at its start and removed when it has finished, or one the user names, kept. Several devices
+    of one run share it (a kernel compiled for one is not compiled again for its neighbour)."""
     from attnbench.cli.main import main
 
     plugin = tmp_path / "cacheprobe.py"
@@ -728,7 +728,7 @@ def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named, device
     if named:
         assert used == str(cache)
     else:
-        assert "attnbench-compile-" in used and not Path(used).exists()  # removed with the run
+        assert used == str(db.resolve()) + ".compile-cache" and not Path(used).exists()  # removed: the sweep is done
 
 
 @pytest.mark.slow
