@@ -596,7 +596,8 @@ def test_a_sweeps_compiler_cache_is_kept_beside_its_store_until_the_sweep_has_fi
     argv = ("run", "--config", tmp_path / "tiny.yaml", "--repeats", "1", "--device", "cpu", "--backends", "reference",
             "--db", db)
     monkeypatch.setattr(LocalExecutor, "run", run_one_then_interrupt)
-    assert cli(*argv).rc == 130
+    res = cli(*argv)
+    assert res.rc == 130 and f"compiled code kept for the resume: {cache}" in res.err
     assert len(rows_of(db)) == 1 and (cache / "inductor" / "kernel").read_text() == "compiled"
     assert seen == [str(cache.resolve())]
 

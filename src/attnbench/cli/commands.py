@@ -252,6 +252,10 @@ def cmd_run(args, argv) -> int:
             dropped = new_db and _drop_unused(store, db, log if new_log else None, bad_input=isinstance(e, UsageError))
             if sweep_cache and dropped:  # nothing to resume
                 shutil.rmtree(sweep_cache, ignore_errors=True)
+            elif sweep_cache and sweep_cache.is_dir():
+                size = sum(f.stat().st_size for f in sweep_cache.rglob("*") if f.is_file())
+                err.print(f"compiled code kept for the resume: {escape(str(sweep_cache))} ({size / 2**20:.0f} MiB; "
+                          "removed when the sweep finishes, or delete it)", soft_wrap=True)
             raise
         if sweep_cache and not report.held:  # the sweep has finished (a run still holding attempts uses it)
             shutil.rmtree(sweep_cache, ignore_errors=True)
