@@ -61,16 +61,17 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     out["devices"] = devices
     ok = df[df["status"] == "OK"] if len(df) else df
     timed = 0.0
-    unsampled = 0  # OK rows whose samples were dropped (a store slimmed to resume from): their time is unknown
-    for s, k in zip(ok.get("samples_us", []), ok.get("calls_per_sample", [])):
+    unsampled = []  # OK rows whose samples were dropped (a store slimmed to resume from): their time is unknown
+    for i, s, k in zip(ok.index, ok.get("samples_us", []), ok.get("calls_per_sample", [])):
         samples = json_list(s)
-        unsampled += not samples
+        if not samples:
+            unsampled.append(i)
         timed += sum(samples) * (int(k) if pd.notna(k) else 1) / 1e6
     out["timed_s"] = timed
-    out["ok_rows_without_samples"] = unsampled
+    out["ok_rows_without_samples"] = len(unsampled)
     out["wall_over_timed"] = device_s / timed if timed > 0 and not unsampled else None
     out["startup_s"] = startup_s
-    out["wall_by_phase"] = wall_by_phase(df, device_s, timed, startup_s)
+    out["wall_by_phase"] = wall_by_phase(df, device_s, timed, startup_s, df.index.isin(unsampled))
     # graph samples the host was late to queue (dropped, not timed; measure/timing.py: GraphSampler)
     late = pd.to_numeric(ok.get("late_samples", pd.Series(dtype=float)), errors="coerce").fillna(0)
     out["late_samples"] = {"samples": int(late.sum()), "rows": int((late > 0).sum())}
@@ -97,7 +98,17 @@ PHASE_LABELS = {"cold_call": "first call (compiles)", "hard": "hard-input checks
                 "memory": "peak memory", "prepare": "prepare"}
 
 
-def wall_by_phase(df: pd.DataFrame, wall: float, timed: float, startup: float = 0.0) -> list[tuple[str, float]]:
+def _phase_sums(frame: pd.DataFrame) -> dict[str, float]:
+    """Each phase's seconds summed over the rows (phases_s: JSON text, or a dict after an import)."""
+    sums: dict[str, float] = {}
+    for p in frame["phases_s"].dropna():
+        for k, v in (json.loads(p) if isinstance(p, str) else p).items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+    return sums
+
+
+def wall_by_phase(df: pd.DataFrame, wall: float, timed: float, startup: float = 0.0,
+                  unsampled=None) -> list[tuple[str, float]]:
     """Where a sweep's wall (its device time: wall × devices, run_overview) went, largest first: the
     timed samples; the rest of the timing phase
     (warm-up, and blocks, telemetry and syncs between samples); each gate's summed phase seconds
@@ -108,23 +119,15 @@ def wall_by_phase(df: pd.DataFrame, wall: float, timed: float, startup: float = 
     phases."""
     if not len(df) or "phases_s" not in df or not df["phases_s"].notna().any():
         return []
-    def phase_sums(frame: pd.DataFrame) -> dict[str, float]:
-        sums: dict[str, float] = {}
-        for p in frame["phases_s"].dropna():
-            for k, v in (json.loads(p) if isinstance(p, str) else p).items():
-                sums[k] = sums.get(k, 0.0) + float(v)
-        return sums
-
-    sums = phase_sums(df)
-    # OK rows whose samples were dropped (a store slimmed to resume from): their timing phase cannot be
-    # split into samples, warm-up and the time between, so it is a line of its own
-    unsampled = (df["status"] == "OK") & ~df.get("samples_us", pd.Series(None, index=df.index)).map(
-        lambda s: bool(json_list(s)))
+    sums = _phase_sums(df)
+    # `unsampled` (a mask on df): OK rows whose samples were dropped (a store slimmed to resume from);
+    # their timing phase cannot be split into samples, warm-up and the time between, so it is a line of its own
+    unsampled = pd.Series(False if unsampled is None else unsampled, index=df.index)
     ok = df[(df["status"] == "OK") & ~unsampled]
     warm = float(pd.to_numeric(ok.get("warmup_us"), errors="coerce").fillna(0).sum()) / 1e6 if len(ok) else 0.0
     phased = sum(sums.values())
     timing = sums.pop("timing", 0.0)
-    blind = phase_sums(df[unsampled]).get("timing", 0.0) if unsampled.any() else 0.0
+    blind = _phase_sums(df[unsampled]).get("timing", 0.0) if unsampled.any() else 0.0
     out = [("timed samples", timed), ("warm-up", warm), ("timing, between samples", max(timing - blind - timed - warm, 0.0))]
     if blind:
         out.append(("timing, samples not kept", blind))
