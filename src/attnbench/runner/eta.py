@@ -69,8 +69,7 @@ def estimate(attempts: list[Attempt], typical: dict[tuple, float], devices: int 
         if a.planned:
             continue
         key = (a.backend.name, a.workload.mode)
-        t = typical.get((*key, LATER)) if a.repeat > 0 else None
-        t = typical.get(key) if t is None else t
+        t = lookup(_key(*key, a.repeat), typical)
         if t is None:
             unknown += 1
             t = default_s
@@ -83,6 +82,16 @@ def estimate(attempts: list[Attempt], typical: dict[tuple, float], devices: int 
 
 def _key(backend: str, mode: str, repeat: int) -> tuple:
     return (backend, mode, LATER) if repeat > 0 else (backend, mode)
+
+
+def lookup(key: tuple, *tables: dict[tuple, float]) -> float | None:
+    """A key's typical wall from the first table that has it; a later repeat's key (backend, mode,
+    LATER) falls back to its first repeat's in every table; None when no table has either."""
+    for k in (key, key[:2]) if len(key) == 3 else (key,):
+        for table in tables:
+            if k in table:
+                return table[k]
+    return None
 
 
 class Remaining:
@@ -99,7 +108,7 @@ class Remaining:
         self.left = Counter(self.keys.values())
         self.earlier, self.devices, self.default_s = dict(earlier or {}), max(1, devices), default_s
         self.walls: dict[tuple, list[float]] = {}
-        self._medians: dict[tuple, float] = {}
+        self.medians: dict[tuple, float] = {}  # of this run's walls, per key
 
     def row(self, row: dict) -> None:
         """A row was written: its attempt is done (rows of attempts not in the plan to run are ignored)."""
@@ -108,18 +117,14 @@ class Remaining:
             return
         self.left[k] -= 1
         if row.get("status") == "OK" and row.get("wall_s") is not None:
-            self.walls.setdefault(k, []).append(float(row["wall_s"]))
-            self._medians.pop(k, None)
-
-    def _typical(self, k: tuple) -> float:
-        for key in (k, k[:2]) if len(k) == 3 else (k,):
-            if self.walls.get(key):
-                if key not in self._medians:
-                    self._medians[key] = statistics.median(self.walls[key])
-                return self._medians[key]
-            if key in self.earlier:
-                return self.earlier[key]
-        return self.default_s
+            walls = self.walls.setdefault(k, [])
+            walls.append(float(row["wall_s"]))
+            self.medians[k] = statistics.median(walls)
 
     def seconds(self) -> float:
-        return sum(n * self._typical(k) for k, n in self.left.items() if n > 0) / self.devices
+        total = 0.0
+        for k, n in self.left.items():
+            if n > 0:
+                t = lookup(k, self.medians, self.earlier)
+                total += n * (self.default_s if t is None else t)
+        return total / self.devices
