@@ -6,8 +6,10 @@
       slimmed (no raw samples or kernel lists: resume needs only which attempts have a row).
   ledger [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       Every part's rows and runs in one store: the sweep's wall (each run's, start-up included) over its
-      timed samples, per part and in all, how much of the grid's plan has a row, and the slimmed store the next part resumes
-      from, rebuilt from the kept parts.
+      timed samples, per part and in all, how much of the grid's plan has a row, how long the rest takes
+      and where the sweep's wall / timed would end (each attempt left costing what its repeat-0 row
+      cost, with and without its first call), and the slimmed store the next part resumes from,
+      rebuilt from the kept parts.
 
     PYTHONPATH=src python scripts/sweep_parts.py ledger
 """
@@ -15,14 +17,17 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import shutil
 import sqlite3
 import sys
 import tempfile
 from pathlib import Path
 
-from attnbench.analysis.overview import run_overview
-from attnbench.runner.eta import duration
+import pandas as pd
+
+from attnbench.analysis.overview import run_overview, timed_seconds
+from attnbench.runner.eta import Remaining, duration, typical_wall
 from attnbench.store.db import Store
 from attnbench.store.io import export, import_rows, import_runs, read_rows
 
@@ -67,13 +72,11 @@ def segment(args) -> None:
     print(f"{name}: {n} rows of run {run_id}")
 
 
-def what_is_left(store: Store, provenance: dict) -> tuple[int, float] | None:
-    """The grid's attempts without a row (planned on the parts' device, as `run` plans them) and their
-    wall at the median of the stored OK rows of their backend and mode; None when the device is not
-    recorded."""
+def todo_attempts(store: Store, provenance: dict) -> list | None:
+    """The grid's attempts without a row and not planned out, planned on the parts' device as `run`
+    plans them; None when the device is not recorded."""
     from attnbench.backends.base import DeviceInfo
     from attnbench.backends.registry import select
-    from attnbench.runner.eta import Remaining, typical_wall
     from attnbench.runner.planner import plan
     from attnbench.workloads.grids import get_grid
 
@@ -82,8 +85,36 @@ def what_is_left(store: Store, provenance: dict) -> tuple[int, float] | None:
     attempts = plan(get_grid("portability"), select(None, []), DeviceInfo.from_dict(provenance["device"]),
                     3, "default", 0)
     done = store.done_keys()
-    todo = [a for a in attempts if a.key not in done and not a.planned]
-    return len(todo), Remaining(todo, typical_wall(store.ok_walls())).seconds()
+    return [a for a in attempts if a.key not in done and not a.planned]
+
+
+def remaining_cost(ok: pd.DataFrame, todo: list) -> dict:
+    """What the attempts left would add, each at the OK row of its backend and workload in repeat 0
+    (a later repeat repeats it), else at the mean of repeat 0's OK rows of its backend and mode (of
+    rows whose samples were kept): wall, timed samples, and the first calls within that wall (which a
+    later repeat loads from the compiler cache that repeat 0 filled, where it holds them). Attempts
+    with neither are `unmatched`."""
+    first = ok[ok["repeat"] == 0]
+    first = first.assign(first_call=[_phases(p).get("cold_call", 0.0) for p in first["phases_s"]],
+                         timed=timed_seconds(first)).dropna(subset=["timed"])  # rows whose samples were kept
+    cols = ["wall_s", "timed", "first_call"]
+    same = first.groupby(["backend", "workload_key"])[cols].first()
+    alike = first.groupby(["backend", "mode"])[cols].mean()
+    out = dict.fromkeys(cols, 0.0) | {"unmatched": 0}
+    for a in todo:
+        for table, key in ((same, (a.backend.name, a.workload.key())), (alike, (a.backend.name, a.workload.mode))):
+            if key in table.index:
+                for c in cols:
+                    out[c] += float(table.at[key, c])
+                break
+        else:
+            out["unmatched"] += 1
+    return out
+
+
+def _phases(p) -> dict:
+    """A phases_s cell: JSON text, a dict after an import, or nothing (None, or NaN in a frame)."""
+    return json.loads(p) if isinstance(p, str) else p if isinstance(p, dict) else {}
 
 
 def ledger(args) -> None:
@@ -99,15 +130,21 @@ def ledger(args) -> None:
             print(f"  run {run_id}: {p['attempts']} rows, wall {p['sweep_wall_s']:.0f} s, "
                   f"timed {p['timed_s']:.1f} s, wall / timed {ratio}")
         o = run_overview(df, runs)
-        left = what_is_left(s, runs[-1]["provenance"]) if runs else None
+        todo = todo_attempts(s, runs[-1]["provenance"]) if runs else None
+        eta = Remaining(todo, typical_wall(s.ok_walls())).seconds() if todo else None
         s.close()
         print(f"{o['attempts']} of {PORTABILITY_ATTEMPTS} planned attempts have a row "
               f"({100 * o['attempts'] / PORTABILITY_ATTEMPTS:.0f}%): {o['status']}")
         print(f"sweep wall {o['sweep_wall_s']:.0f} s for {o['timed_s']:.1f} s of timed samples: "
               f"wall / timed {o['wall_over_timed']:.2f}")
-        if left:
-            print(f"left: {left[0]} attempts, about {duration(left[1])} at the parts' median walls "
+        if todo:
+            print(f"left: {len(todo)} attempts, about {duration(eta)} at the parts' median walls "
                   "(runner/eta.py; repeat 0's first calls included, a later repeat's from the slices)")
+            c = remaining_cost(df[df["status"] == "OK"], todo)
+            w, t = o["sweep_wall_s"] + c["wall_s"], o["timed_s"] + c["timed"]
+            print(f"projected at the end, each attempt left as its repeat-0 row: wall / timed "
+                  f"{w / t:.2f} ({duration(c['wall_s'])} more), {(w - c['first_call']) / t:.2f} if the cache "
+                  f"spares every first call of theirs ({c['unmatched']} attempts without a row to go by)")
         Path(args.carry).parent.mkdir(parents=True, exist_ok=True)
         write_slim(f"{tmp}/all.sqlite", args.carry)
     print(f"resume store: {args.carry}")

@@ -30,6 +30,16 @@ def run_devices(run: dict) -> int:
     return max(len(prov.get("devices") or []), 1) if isinstance(prov, dict) else 1
 
 
+def timed_seconds(rows: pd.DataFrame) -> pd.Series:
+    """Each row's timed device time in seconds (its samples x calls per sample), NaN where the row
+    holds no samples (not OK, or slimmed away)."""
+    out = []
+    for s, k in zip(rows.get("samples_us", []), rows.get("calls_per_sample", [])):
+        samples = json_list(s)
+        out.append(sum(samples) * (int(k) if pd.notna(k) else 1) / 1e6 if samples else float("nan"))
+    return pd.Series(out, index=rows.index, dtype=float)
+
+
 def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     """How a store's sweep went: attempts per status; sweep wall time (each run's start-up, from its
     command's start to the run's, then the run's start to finish, or to its last row if interrupted;
@@ -60,13 +70,10 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     out["sweep_device_s"] = device_s
     out["devices"] = devices
     ok = df[df["status"] == "OK"] if len(df) else df
-    timed = 0.0
-    unsampled = []  # OK rows whose samples were dropped (a store slimmed to resume from): their time is unknown
-    for i, s, k in zip(ok.index, ok.get("samples_us", []), ok.get("calls_per_sample", [])):
-        samples = json_list(s)
-        if not samples:
-            unsampled.append(i)
-        timed += sum(samples) * (int(k) if pd.notna(k) else 1) / 1e6
+    per_row = timed_seconds(ok)
+    # OK rows whose samples were dropped (a store slimmed to resume from): their time is unknown
+    unsampled = list(per_row.index[per_row.isna()])
+    timed = float(per_row.sum())
     out["timed_s"] = timed
     out["ok_rows_without_samples"] = len(unsampled)
     out["wall_over_timed"] = device_s / timed if timed > 0 and not unsampled else None
