@@ -305,8 +305,9 @@ class _FakeProfile:
 class _Ev:
     """A kineto event as the profiler's results list it."""
 
-    def __init__(self, name, kind, us, start_us=0.0, thread=1):
+    def __init__(self, name, kind, us, start_us=0.0, thread=1, device=0):
         self._n, self._k, self._ns, self._t0, self._tid = name, kind, int(us * 1000), int(start_us * 1000), thread
+        self._dev = device
 
     def name(self): return self._n
     def activity_type(self): return self._k
@@ -314,6 +315,7 @@ class _Ev:
     def duration_ns(self): return self._ns
     def start_ns(self): return self._t0
     def start_thread_id(self): return self._tid
+    def device_index(self): return self._dev
 
 
 class _OldEv:
@@ -331,6 +333,7 @@ class _OldEv:
     def start_ns(self): return self._ev.start_ns()
     def end_ns(self): return self._ev.start_ns() + self._ev.duration_ns()
     def start_thread_id(self): return self._ev.start_thread_id()
+    def device_index(self): return self._ev.device_index()
 
     def device_type(self):
         gpu = self._ev.activity_type() in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
@@ -407,3 +410,83 @@ def test_undeclared_share_and_material_mismatch():
                   shares={"pytorch-flash": 0.95, "unfused-gemm": MATERIAL_SHARE / 2, "other": 0.0})
     assert mismatch(flash, small.families, frozenset(), small) is None
     assert undeclared_share(frozenset(), p) is None  # nothing declared: nothing to hold it to
+
+
+# ---- work on another GPU than the attempt's ---------------------------------------------------------
+
+def test_cuda_probe_gives_the_share_of_device_time_on_each_other_gpu(monkeypatch):
+    """By the profiler's device index, against the index it gives the attempt's own GPU (home_index)."""
+    import torch.profiler
+
+    from attnbench.measure import dispatch
+
+    events = [_Ev("cudnn_generated_fort_native_sdpa_sm90", "kernel", 900.0, device=1),
+              _Ev("elementwise_fill", "kernel", 60.0, device=0), _Ev("Memcpy DtoD", "gpu_memcpy", 40.0, device=2)]
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile(events))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(dispatch, "home_index", lambda device: 0)
+    p = probe(lambda: None, "cuda:0")
+    assert p.elsewhere == {1: 0.9, 2: 0.04}
+    why = dispatch.elsewhere(p, "cuda:0")
+    assert "94% of the calls' device time ran on another GPU" in why and "device index 1: 90%" in why
+    monkeypatch.setattr(dispatch, "home_index", lambda device: 1)  # the same events, seen from GPU 1
+    p = probe(lambda: None, "cuda:1")
+    assert p.elsewhere == {0: 0.06, 2: 0.04} and dispatch.elsewhere(p, "cuda:1") is None  # 10%: not more
+    monkeypatch.setattr(dispatch, "home_index", lambda device: None)  # the home GPU's index unknown: no check
+    p = probe(lambda: None, "cuda:0")
+    assert p.elsewhere == {} and dispatch.elsewhere(p, "cuda:0") is None
+    assert probe(lambda: None, "cpu").elsewhere == {}  # CPU: no device indices
+
+
+def test_home_index_is_the_index_the_profiler_gives_one_kernel_on_the_device(monkeypatch):
+    import torch.profiler
+
+    from attnbench.measure import dispatch
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    tried = []
+    for events, want in (([_Ev("fill", "kernel", 1.0, device=3), _Ev("Memset", "gpu_memset", 1.0, device=3),
+                           _Ev("fill", "gpu_user_annotation", 1.0, device=7)], 3),
+                         ([_Ev("fill", "kernel", 1.0, device=3), _Ev("fill", "kernel", 1.0, device=4)], None),
+                         ([], None)):
+        monkeypatch.setattr(torch.profiler, "profile", _FakeProfile(events))
+        dispatch.home_index.cache_clear()
+        tried.append(dispatch.home_index("cpu"))
+        assert tried[-1] == want
+
+    def broken(activities):
+        raise RuntimeError("CUPTI unavailable")
+
+    monkeypatch.setattr(torch.profiler, "profile", broken)
+    dispatch.home_index.cache_clear()
+    assert dispatch.home_index("cpu") is None
+    dispatch.home_index.cache_clear()
+
+
+@pytest.mark.parametrize("which", ["first", "late"])
+def test_an_attempt_whose_work_ran_on_another_gpu_is_a_dispatch_mismatch(monkeypatch, which):
+    """Either probe (before timing, after it) seeing most of the device time on another GPU fails the row."""
+    from attnbench.backends.registry import builtin
+    from attnbench.measure import dispatch
+    from attnbench.runner import attempt
+    from attnbench.workloads import Workload
+
+    real, calls = dispatch.probe, []
+
+    def probe_elsewhere(*a, **kw):
+        p = real(*a, **kw)
+        calls.append(p)
+        if (which == "first") == (len(calls) == 1):
+            p.elsewhere = {1: 0.75}
+        return p
+
+    monkeypatch.setattr(dispatch, "probe", probe_elsewhere)
+    w = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_heads=2, head_dim=16, head_dim_v=16,
+                 dtype="fp32")
+    spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0,
+            "timing": dict(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, max_samples=5, max_time_s=0.05)}
+    res = attempt.run(spec, {b.name: b for b in builtin()}["sdpa-math"], attempt.WorkloadCache())
+    assert res["status"] == "DISPATCH_MISMATCH"
+    assert "75% of the calls' device time ran on another GPU than the attempt's cpu" in res["reason"]
+    assert res["reason"].startswith("after timing: ") == (which == "late")
+    assert bool(res.get("samples_us")) == (which == "late")  # timed before the late probe, not before the first

@@ -244,6 +244,37 @@ def test_the_attempts_gpu_is_the_one_measured(tmp_path):
     assert 0.85 < a / b < 1.15, (a, b)
 
 
+def test_the_probe_finds_the_attempts_gpu_and_no_work_elsewhere():
+    """The profiler's index of the GPU (one small kernel there) is found, and an attention call and
+    a GEMM on it have no device time elsewhere."""
+    import torch.nn.functional as F
+
+    from attnbench.measure import dispatch
+
+    q = torch.randn(4, 32, 2048, 128, device="cuda:0", dtype=torch.bfloat16)
+    assert dispatch.home_index("cuda:0") is not None
+    for step in (lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True), lambda: q @ q.transpose(-1, -2)):
+        p = dispatch.probe(step, "cuda:0", calls=2)
+        assert p.status == "probed" and p.kernel_us > 0 and p.elsewhere == {}, (p.kernels, p.elsewhere)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_work_sent_to_another_gpu_is_never_ok(tmp_path):
+    """A backend whose kernels run on the next GPU (right results, the caller waits for them) is a
+    DISPATCH_MISMATCH naming the other GPU, on either GPU; a real backend beside it is OK: the
+    profiler's index of the attempt's own GPU is found, not assumed."""
+    for dev in ("cuda:0", "cuda:1"):
+        d = tmp_path / dev.replace(":", "")
+        d.mkdir()
+        rows = run_cli(d, HIDDEN, "fake-other-gpu,sdpa-flash", "--device", dev)
+        for r in rows:
+            print("ROW", dev, r["backend"], r["mode"], r["launch"], r["status"], (r["reason"] or "")[:140])
+        other = by(rows, "fake-other-gpu")
+        assert other and all(r["status"] == "DISPATCH_MISMATCH" and "ran on another GPU" in r["reason"]
+                             for r in other), other
+        assert all(r["status"] == "OK" for r in by(rows, "sdpa-flash")), rows
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_cuda_visible_devices_reads_the_visible_gpu(tmp_path):
     """With only GPU 1 visible, torch calls it cuda:0; NVML (which sees every GPU) must still read GPU 1."""

@@ -3,6 +3,8 @@ that silently takes the slow path while declaring Triton kernels, and wrappers w
 timer cannot see: on a stream of their own, or left out of a captured CUDA graph."""
 from __future__ import annotations
 
+import types
+
 from attnbench.backends.base import Backend
 from attnbench.backends.layout import from_bhnd, sdpa_mask_args, to_bhnd
 
@@ -117,6 +119,28 @@ class OutsideGraph(Backend):
         return fn
 
 
+class OtherGpu(Backend):
+    """Correct results, computed on another GPU than the attempt's (the next one): each call copies
+    the inputs there, runs SDPA's flash kernel there and copies O back, as a library with its own
+    idea of the default device would. The caller's stream waits for the copy back, so the timer sees
+    the time; the work, its memory and its clocks are another GPU's."""
+
+    def prepare(self, w, inputs):
+        import torch
+
+        home = inputs.q.device
+        other = torch.device("cuda", (home.index + 1) % torch.cuda.device_count())
+        ins = types.SimpleNamespace(**{k: getattr(inputs, k) for k in ("q", "k", "v", "scale")})
+
+        def fn():
+            there = types.SimpleNamespace(q=ins.q.to(other), k=ins.k.to(other), v=ins.v.to(other), scale=ins.scale)
+            with torch.cuda.device(other):
+                o = _sdpa(w, there)()
+            return o.to(home)
+
+        return fn
+
+
 BACKENDS = [
     OwnStream(name="fake-own-stream", family="plugin", devices=("cuda",), modes=("prefill", "decode"),
               dtypes=("bf16", "fp16"), kernel_families=FLASH),
@@ -127,4 +151,6 @@ BACKENDS = [
     IllegalAddress(name="fake-illegal-address", family="plugin", devices=("cuda",), kernel_families=TRITON),
     RealOom(name="fake-real-oom", family="plugin", devices=("cuda",), kernel_families=TRITON),
     EagerFlex(name="fake-eager-flex", family="plugin", devices=("cuda",), kernel_families=TRITON),
+    OtherGpu(name="fake-other-gpu", family="plugin", devices=("cuda",), modes=("prefill", "decode"),
+             dtypes=("bf16", "fp16"), kernel_families=FLASH),
 ]

@@ -67,6 +67,9 @@ class Probe:
     calls: int = 1  # calls profiled
     status: str = "unprobed"  # probed | unprobed
     error: str | None = None
+    # CUDA: share of the calls' device time on each other GPU than the attempt's (by the profiler's
+    # device index); empty when all of it ran on the attempt's GPU or that GPU's index is unknown
+    elsewhere: dict = field(default_factory=dict)
 
     def to_record(self) -> dict:
         """The record columns this probe fills."""
@@ -100,7 +103,47 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     if cuda:
         total = sum(weight.values()) / 1e3 / calls  # ns -> us, per call
         p.kernel_us = total or None
+        home = home_index(device)
+        if home is not None:
+            p.elsewhere = shares_elsewhere(_device_time(events, by="device"), home)
     return p
+
+
+@cache
+def home_index(device: str) -> int | None:
+    """The device index the profiler gives work on `device` (found once per process by profiling one
+    small kernel there: how the profiler numbers GPUs is then no assumption); None if it cannot tell."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            torch.zeros(256, device=device).add_(1.0)
+            torch.cuda.synchronize(device)
+        seen = {e.device_index() for e in prof.profiler.kineto_results.events()
+                if _kind(e) in _DEVICE_WORK and not e.is_user_annotation()}
+    except Exception:  # a profiler that cannot run leaves the check out, as it leaves the attempt unprobed
+        return None
+    return seen.pop() if len(seen) == 1 else None
+
+
+def shares_elsewhere(by_device: Counter, home: int) -> dict:
+    """Share of the device time on each device but `home`."""
+    total = sum(by_device.values())
+    if not total:
+        return {}
+    return {d: round(w / total, 4) for d, w in sorted(by_device.items()) if d != home}
+
+
+def elsewhere(p: Probe, device: str) -> str | None:
+    """Why the calls' work is not the attempt's GPU's, or None: more than MATERIAL_SHARE of their
+    device time ran on another GPU (its timing, memory and clocks are not this row's device's)."""
+    share = sum(p.elsewhere.values())
+    if share <= MATERIAL_SHARE:
+        return None
+    where = ", ".join(f"device index {d}: {v:.0%}" for d, v in p.elsewhere.items())
+    return (f"{share:.0%} of the calls' device time ran on another GPU than the attempt's {device} ({where}; "
+            f"more than {MATERIAL_SHARE:.0%})")
 
 
 @cache
@@ -124,14 +167,15 @@ def _ns(e) -> int:
     return int(e.duration_ns()) if hasattr(e, "duration_ns") else int(e.end_ns() - e.start_ns())
 
 
-def _device_time(events) -> Counter:
-    """ns of device work per kernel name. A device event named like a user range of the same trace
-    is that range's GPU span, not a kernel (whatever the torch version calls it)."""
+def _device_time(events, by: str = "name") -> Counter:
+    """ns of device work per kernel name (by="device": per device index). A device event named like a
+    user range of the same trace is that range's GPU span, not a kernel (whatever the torch version
+    calls it)."""
     ranges = {e.name() for e in events if e.is_user_annotation()}
     weight: Counter = Counter()
     for e in events:
         if _kind(e) in _DEVICE_WORK and not e.is_user_annotation() and e.name() not in ranges:
-            weight[e.name()] += max(_ns(e), 1)
+            weight[e.name() if by == "name" else e.device_index()] += max(_ns(e), 1)
     return weight
 
 

@@ -148,7 +148,7 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
     res.update(pr.to_record())
     res["undeclared_share"] = dispatch.undeclared_share(expected, pr, side)
     if pr.status == "probed":
-        why = dispatch.mismatch(expected, pr.families, classifier.attention, pr, side)
+        why = dispatch.mismatch(expected, pr.families, classifier.attention, pr, side) or dispatch.elsewhere(pr, device)
         if why:
             return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": why}
     with clock("memory"):
@@ -172,7 +172,8 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
         share = dispatch.undeclared_share(expected, late, side)
         if share is not None:
             res["undeclared_share"] = max(share, res["undeclared_share"] or 0.0)
-        why = dispatch.mismatch(expected, late.families, classifier.attention, late, side)
+        why = (dispatch.mismatch(expected, late.families, classifier.attention, late, side)
+               or dispatch.elsewhere(late, device))
         if why:
             return {**res, "status": Status.DISPATCH_MISMATCH.value, "reason": f"after timing: {why}"}
     with clock("recheck"):
