@@ -128,11 +128,12 @@ def home_index(device: str) -> int | None:
 
 
 def shares_elsewhere(by_device: Counter, home: int) -> dict:
-    """Share of the device time on each device but `home`."""
+    """Share of the device time on each device but `home` (an event without a device, index -1, is
+    on no other device)."""
     total = sum(by_device.values())
     if not total:
         return {}
-    return {d: round(w / total, 4) for d, w in sorted(by_device.items()) if d != home}
+    return {d: round(w / total, 4) for d, w in sorted(by_device.items()) if d != home and d >= 0}
 
 
 def elsewhere(p: Probe, device: str) -> str | None:
