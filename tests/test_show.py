@@ -120,3 +120,29 @@ def test_a_lead_on_noisy_numbers_is_not_called_clear(cli, tmp_path, fast, over, 
     quiet = _repeats("fast", [10.0, 10.1, 10.2]) + _repeats("slow", [30.0, 30.1, 30.2])
     (r,) = best_per_workload(pd.DataFrame(quiet), []).to_dict(orient="records")
     assert r["clear"] and r["noise"] is None
+
+
+def test_status_shows_how_several_devices_shared_the_work(cli, monkeypatch, tmp_path, store):
+    """Per device that ran attempts: attempts, OK rows, their wall and its share; planned-out rows
+    (no device) are left out; one device gets no such table."""
+    db = tmp_path / "two.sqlite"
+    s = Store(db)
+    s.start_run("run-a", "default", "g", "attnbench run --devices 0,1", "NVIDIA H200",
+                {"device": {"type": "cuda", "name": "NVIDIA H200"}})
+    rows = [make_row(i, attempt_key=f"k{i}", device_name="NVIDIA H200", device_index=i % 2,
+                     device_uuid=f"GPU-{i % 2}aaaaaaaaaaaaaaaa", wall_s=1.0 + 2.0 * (i % 2)) for i in range(6)]
+    rows[2].update(status="CRASH", reason="killed", samples_us=None, median_us=None, p95_us=None)
+    rows.append(make_row(7, attempt_key="k7", status="UNSUPPORTED", reason="planned out", samples_us=None,
+                         median_us=None, p95_us=None, device_name="NVIDIA H200", device_index=None, wall_s=None))
+    s.insert_many(rows)
+    s.finish_run("run-a")
+    s.close()
+    res = run_show(cli, monkeypatch, 80, "--db", str(db), "--status")
+    assert res.rc == 0, res.err
+    assert max(len(line) for line in res.out.splitlines()) <= 80
+    table = res.out[res.out.index("Attempts per device"):res.out.index("Where the sweep's wall went")]
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines() if line.startswith("│")]
+    assert cells == [["0 NVIDIA H200 GPU-0aaaaaaa…", "3", "2", "3.0", "25%"],
+                     ["1 NVIDIA H200 GPU-1aaaaaaa…", "3", "3", "9.0", "75%"]], table
+    one = run_show(cli, monkeypatch, 80, "--db", str(store), "--status")
+    assert "Attempts per backend and status" in one.out and "Attempts per device" not in one.out

@@ -10,3 +10,17 @@ def status_counts(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     return df.pivot_table(index="backend", columns="status", values="attempt_key", aggfunc="count",
                           fill_value=0)
+
+
+def device_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Per device that ran attempts (model, index, UUID): attempts, OK rows and the attempts' summed
+    wall, to see how a sweep over several devices shared its work. Planned-out rows ran nowhere and
+    are left out. Empty unless two devices or more ran attempts."""
+    if df.empty or "device_index" not in df.columns:
+        return pd.DataFrame()
+    ran = df[df["device_index"].notna()]
+    ran = ran.assign(device_uuid=ran["device_uuid"].fillna("") if "device_uuid" in ran.columns else "",
+                     ok=ran["status"] == "OK", wall=pd.to_numeric(ran["wall_s"], errors="coerce"))
+    g = ran.groupby(["device_name", "device_index", "device_uuid"], sort=True)
+    out = pd.DataFrame({"attempts": g.size(), "OK": g["ok"].sum(), "wall_s": g["wall"].sum()})
+    return out if len(out) > 1 else pd.DataFrame()

@@ -348,7 +348,7 @@ def select_rows(df, args):
 
 def cmd_show(args, argv) -> int:
     from ..analysis.frames import per_backend
-    from ..analysis.outcomes import status_counts
+    from ..analysis.outcomes import device_counts, status_counts
     from ..analysis.overview import run_overview
     from ..analysis.winners import best_per_workload, contestants
     from ..report import terminal
@@ -380,7 +380,7 @@ def cmd_show(args, argv) -> int:
     return _emit(best, args.format, lambda: terminal.show(
         best, run_overview(df, runs), status_counts(df) if args.status else None, source=args.db,
         attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types,
-        width=out.width))
+        width=out.width, devices=device_counts(df) if args.status else None))
 
 
 def _emit(frame, fmt: str, parts) -> int:

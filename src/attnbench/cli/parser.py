@@ -143,7 +143,7 @@ def build_parser() -> Parser:
                                    "read-only.")
     s.add_argument("--db", default=DEFAULT_DB, help=f"the store to read (default: ./{DEFAULT_DB})")
     s.add_argument("--all", action="store_true", help="include accuracy references in the contest")
-    s.add_argument("--status", action="store_true", help="also print attempts per backend and status")
+    s.add_argument("--status", action="store_true", help="also print attempts per backend and status, where the sweep's wall went, and (several devices) attempts and wall per device")
     s.add_argument("--where", action="append", metavar="AXIS=V1,V2",
                    help="keep only workloads whose AXIS is one of the values; repeatable (see run --where)")
     s.add_argument("--backend", dest="backends", type=_csv, metavar="NAMES",

@@ -226,6 +226,19 @@ def status_table(counts: pd.DataFrame) -> Table:
     return t
 
 
+def device_table(devices: pd.DataFrame) -> Table:
+    """device_counts' frame: attempts, OK rows and attempt wall per device (index, model, UUID's start)."""
+    t = Table(title="Attempts per device")
+    for c in ("device", "attempts", "OK", "attempt wall s", "share"):
+        t.add_column(c, justify="left" if c == "device" else "right", overflow="fold")
+    total = float(devices["wall_s"].sum())
+    for (name, index, uuid), r in devices.iterrows():
+        label = f"{int(index)} {name}" + (f" {uuid[:12]}…" if uuid else "")
+        t.add_row(escape(label), str(int(r["attempts"])), str(int(r["OK"])), f"{r['wall_s']:.1f}",
+                  f"{100 * r['wall_s'] / total:.0f}%" if total else "")
+    return t
+
+
 def failures_table(df: pd.DataFrame) -> Table:
     """Every attempt that did not end OK: what it was, how it ended and why (the text is the
     library's or the plugin's own, printed as text)."""
@@ -259,9 +272,11 @@ def ranking_table(ranked: pd.DataFrame) -> Table:
 
 
 def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source, attempts: int,
-         wide: bool = True, device_types: dict | None = None, width: int = 100) -> list:
+         wide: bool = True, device_types: dict | None = None, width: int = 100,
+         devices: pd.DataFrame | None = None) -> list:
     """Everything `show` prints, in order: the winners (or why there are none) with the notes that
-    apply, the run overview, and the status table when `counts` is given."""
+    apply, the run overview, and the status table when `counts` is given (with the per-device table
+    when `devices` has rows)."""
     parts: list = []
     if best.empty:
         parts.append(f"no OK contestant rows in {source} ({attempts} attempts stored)")
@@ -279,6 +294,8 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
     parts.append(overview_line(overview))
     if counts is not None:
         parts.append(status_table(counts))
+        if devices is not None and not devices.empty:
+            parts.append(device_table(devices))
         if overview.get("wall_by_phase"):
             parts.append(phase_table(overview["wall_by_phase"], overview.get("sweep_device_s") or 0.0,
                                      overview.get("devices", 1)))
