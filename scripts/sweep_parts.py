@@ -11,6 +11,12 @@
       cost, with and without its first call), and the slimmed store the next part resumes from,
       rebuilt from the kept parts.
 
+  take DIR [--name port] [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
+      What a part's last call returned (DIR: the call's files): its NAME-segK.* rows and runs into
+      --dir, its compiler cache pieces NAME.cache.tgz.NN beside --carry in place of the last part's
+      (checked to be one whole archive first; none returned keeps the last ones); then the ledger.
+
+    PYTHONPATH=src python scripts/sweep_parts.py take /work/.device/3
     PYTHONPATH=src python scripts/sweep_parts.py ledger
 """
 from __future__ import annotations
@@ -150,6 +156,48 @@ def ledger(args) -> None:
     print(f"resume store: {args.carry}")
 
 
+def whole_archive(pieces: list[Path]) -> int:
+    """The number of entries in the gzipped tar that `pieces` make in order; raises if they do not make one."""
+    import io
+    import tarfile
+
+    data = b"".join(p.read_bytes() for p in pieces)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        return len(tar.getmembers())
+
+
+def take(args) -> None:
+    src, kept, carry = Path(args.src), Path(args.dir), Path(args.carry).parent
+    segs = sorted(src.glob(f"{args.name}-seg*.jsonl.gz")) + sorted(src.glob(f"{args.name}-seg*.runs.jsonl"))
+    if not segs:
+        raise SystemExit(f"sweep_parts: no {args.name}-seg* files in {src}")
+    for f in segs:
+        to = kept / f.name
+        if to.exists() and to.read_bytes() != f.read_bytes():
+            raise SystemExit(f"sweep_parts: {to} exists and differs: not overwritten")
+    pieces = sorted(src.glob(f"{args.name}.cache.tgz.*"))
+    if pieces:
+        try:
+            entries = whole_archive(pieces)
+        except Exception as e:
+            raise SystemExit(f"sweep_parts: the returned cache pieces are not one archive ({e}); nothing taken")
+    kept.mkdir(parents=True, exist_ok=True)
+    for f in segs:
+        shutil.copyfile(f, kept / f.name)  # a plain copy: writable, whatever the source's mode
+        print(f"kept {kept / f.name}")
+    if pieces:
+        carry.mkdir(parents=True, exist_ok=True)
+        for old in carry.glob(f"{args.name}.cache.tgz.*"):  # a stale piece would corrupt the joined archive
+            old.unlink()
+        for f in pieces:
+            shutil.copyfile(f, carry / f.name)
+        size = sum(f.stat().st_size for f in pieces) / 2**20
+        print(f"compiler cache for the next part: {len(pieces)} pieces, {size:.0f} MiB, {entries} entries")
+    else:
+        print("no compiler cache returned: the next part takes the last one kept, if any")
+    ledger(args)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -158,10 +206,14 @@ def main() -> int:
     seg.add_argument("--out", required=True)
     seg.add_argument("--name", required=True)
     led = sub.add_parser("ledger", help="every kept part in one store: wall / timed, progress, resume store")
-    led.add_argument("--dir", default=str(HERE / "results/h200/portability"))
-    led.add_argument("--carry", default=str(HERE / "out/carry/port.sqlite.gz"))
+    tk = sub.add_parser("take", help="after a part: keep its rows and compiler cache, then the ledger")
+    tk.add_argument("src")
+    tk.add_argument("--name", default="port")
+    for p in (led, tk):
+        p.add_argument("--dir", default=str(HERE / "results/h200/portability"))
+        p.add_argument("--carry", default=str(HERE / "out/carry/port.sqlite.gz"))
     args = ap.parse_args()
-    segment(args) if args.cmd == "segment" else ledger(args)
+    {"segment": segment, "ledger": ledger, "take": take}[args.cmd](args)
     return 0
 
 

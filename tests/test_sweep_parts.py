@@ -47,3 +47,56 @@ def test_each_attempt_left_costs_its_repeat0_row_else_its_backend_and_modes_mean
     assert c["wall_s"] == pytest.approx(4.0 * 2 + 3.0 + 1.0)
     assert c["timed"] == pytest.approx(0.4 * 2 + 0.225 + 0.03)
     assert c["first_call"] == pytest.approx(1.5 * 2 + 1.0 + 0.0)
+
+
+def _cache_pieces(where: Path, name: str, files: dict, pieces: int) -> list[Path]:
+    """A gzipped tar of `files` split into `pieces` parts, as h200_detached.sh returns a compiler cache."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    blob, out = buf.getvalue(), []
+    step = -(-len(blob) // pieces)
+    for i in range(pieces):
+        p = where / f"{name}.cache.tgz.{i:02d}"
+        p.write_bytes(blob[i * step:(i + 1) * step])
+        out.append(p)
+    return out
+
+
+def test_take_keeps_a_parts_rows_and_replaces_the_cache_pieces_whole(parts, tmp_path, monkeypatch):
+    ledgers = []
+    monkeypatch.setattr(parts, "ledger", lambda args: ledgers.append(args))
+    got, kept, carry = tmp_path / "device", tmp_path / "results", tmp_path / "carry"
+    for d in (got, kept, carry):
+        d.mkdir()
+    (got / "port-seg6.jsonl.gz").write_bytes(b"rows")
+    (got / "port-seg6.runs.jsonl").write_text("{}\n")
+    (got / "port-seg6.runs.jsonl").chmod(0o444)  # as the device's files arrive: read-only
+    _cache_pieces(carry, "port", {"inductor/old": "x" * 5000}, 3)  # the last part's: three pieces
+    new = _cache_pieces(got, "port", {"inductor/a": "a" * 3000, "jax/b": "b"}, 2)
+    args = SimpleNamespace(src=str(got), name="port", dir=str(kept), carry=str(carry / "port.sqlite.gz"))
+    parts.take(args)
+    assert sorted(p.name for p in kept.iterdir()) == ["port-seg6.jsonl.gz", "port-seg6.runs.jsonl"]
+    (kept / "port-seg6.runs.jsonl").write_text("{}\n")  # writable
+    joined = sorted(carry.glob("port.cache.tgz.*"))
+    assert [p.name for p in joined] == [p.name for p in new]  # no stale third piece
+    assert parts.whole_archive(joined) == 2 and ledgers == [args]
+    # a second take of the same files is harmless; a differing kept file is not overwritten
+    parts.take(args)
+    (kept / "port-seg6.jsonl.gz").write_bytes(b"other rows")
+    with pytest.raises(SystemExit, match="exists and differs"):
+        parts.take(args)
+    # pieces that do not make one archive: nothing is taken, the kept cache stays
+    (kept / "port-seg6.jsonl.gz").write_bytes(b"rows")
+    new[1].write_bytes(new[1].read_bytes()[:-20])
+    before = {p.name: p.read_bytes() for p in carry.glob("port.cache.tgz.*")}
+    with pytest.raises(SystemExit, match="not one archive"):
+        parts.take(args)
+    assert {p.name: p.read_bytes() for p in carry.glob("port.cache.tgz.*")} == before and len(ledgers) == 2
