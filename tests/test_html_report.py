@@ -341,3 +341,22 @@ def test_the_overview_says_where_each_stores_wall_went(one_site):
         assert phase in section
     decodes = sum(1 for (b, mode, *_), m in times("alpha").items() if b == "fast" and mode == "decode" and m)
     assert f"store alpha: {2 * decodes:,} in {decodes:,} OK rows" in section and decodes
+
+
+def test_the_overview_says_how_several_devices_shared_a_sweep(tmp_path, one_site):
+    db = tmp_path / "two.sqlite"
+    s = Store(db)
+    s.start_run("run-two", "default", "tiny", "attnbench run --devices 0,1", DEVICE, {"device": {"name": DEVICE}})
+    rows = [row("fast", "prefill", 1, n, 0, 10.0, "two", run_id="run-two", device_index=i % 2,
+                device_uuid=f"GPU-{i % 2}", wall_s=1.0 + i % 2) for i, n in enumerate((64, 128, 256, 512))]
+    rows.append(row("fast", "prefill", 1, 1024, 0, None, "two", run_id="run-two", status="UNSUPPORTED",
+                    reason="planned out", device_index=None, wall_s=None))
+    s.insert_many(rows)
+    s.finish_run("run-two")
+    s.close()
+    section = (build(tmp_path, db) / "index.html").read_text().split("<h2>Where the sweep's wall went</h2>")[1]
+    section = section.split("</section>")[0]
+    assert "How the devices of a sweep over several shared its attempts" in section
+    assert f"0 {DEVICE}" in section and f"1 {DEVICE}" in section and "GPU-1" in section
+    one = (one_site / "index.html").read_text()
+    assert "How the devices of a sweep" not in one

@@ -2,7 +2,7 @@
 per status, headline numbers and the methodology in brief."""
 from __future__ import annotations
 
-from ...analysis.outcomes import status_counts
+from ...analysis.outcomes import device_counts, status_counts
 from ...analysis.overview import on_devices, run_overview
 from ...status import ORDER
 from .markup import Col, cards, e, note, num, pct, table
@@ -125,7 +125,27 @@ def _wall(ctx: Context, overviews: dict) -> str:
     return ("<section>\n<h2>Where the sweep's wall went</h2>\n"
             + table(ctx.table_id(), cols, rows, "Timed samples against warm-up, each gate's phases, the time "
                     "between phases and what no attempt holds (worker starts, provenance, releases)")
-            + late_note + "</section>\n")
+            + late_note + _device_shares(ctx) + "</section>\n")
+
+
+def _device_shares(ctx: Context) -> str:
+    """How each store's devices shared its attempts (analysis/outcomes.py: device_counts), for the stores
+    whose attempts ran on two devices or more; nothing otherwise."""
+    rows = []
+    for label in ctx.data.labels:
+        counts = device_counts(ctx.data.df[ctx.data.df["label"] == label])
+        total = float(counts["wall_s"].sum()) if not counts.empty else 0.0
+        for (name, index, uuid), r in counts.iterrows():
+            rows.append({"label": label, "device": f"{int(index)} {name}", "uuid": uuid or None,
+                         "attempts": int(r["attempts"]), "ok": int(r["OK"]), "wall": round(float(r["wall_s"]), 1),
+                         "share": round(r["wall_s"] / total, 3) if total else None})
+    if not rows:
+        return ""
+    cols = [Col("label", "store"), Col("device", "device (index, model)"), Col("uuid", "UUID"),
+            Col("attempts", "attempts", numeric=True), Col("ok", "OK", numeric=True),
+            Col("wall", "attempt wall s", numeric=True), Col("share", "share of the attempts' wall", numeric=True)]
+    return table(ctx.table_id(), cols, rows, "How the devices of a sweep over several shared its attempts "
+                 "(planned-out attempts ran nowhere and are left out)")
 
 
 def methodology_brief(ctx: Context) -> str:
