@@ -123,8 +123,8 @@ def test_a_lead_on_noisy_numbers_is_not_called_clear(cli, tmp_path, fast, over, 
 
 
 def test_status_shows_how_several_devices_shared_the_work(cli, monkeypatch, tmp_path, store):
-    """Per device that ran attempts: attempts, OK rows, their wall and its share; planned-out rows
-    (no device) are left out; one device gets no such table."""
+    """Per device that ran attempts: attempts, OK rows, their wall and its share; rows planned out of
+    a sharded plan (no device) are left out; one device gets no such table."""
     db = tmp_path / "two.sqlite"
     s = Store(db)
     s.start_run("run-a", "default", "g", "attnbench run --devices 0,1", "NVIDIA H200",

@@ -14,8 +14,9 @@ def status_counts(df: pd.DataFrame) -> pd.DataFrame:
 
 def device_counts(df: pd.DataFrame) -> pd.DataFrame:
     """Per device that ran attempts (model, index, UUID): attempts, OK rows and the attempts' summed
-    wall, to see how a sweep over several devices shared its work. Planned-out rows ran nowhere and
-    are left out. Empty unless two devices or more ran attempts."""
+    wall, to see how a sweep over several devices shared its work. Rows without a device (attempts
+    planned out of a sharded plan: they ran nowhere) are left out. Empty unless two devices or more
+    ran attempts."""
     if df.empty or "device_index" not in df.columns:
         return pd.DataFrame()
     ran = df[df["device_index"].notna()]

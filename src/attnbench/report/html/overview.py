@@ -145,7 +145,7 @@ def _device_shares(ctx: Context) -> str:
             Col("attempts", "attempts", numeric=True), Col("ok", "OK", numeric=True),
             Col("wall", "attempt wall s", numeric=True), Col("share", "share of the attempts' wall", numeric=True)]
     return table(ctx.table_id(), cols, rows, "How the devices of a sweep over several shared its attempts "
-                 "(planned-out attempts ran nowhere and are left out)")
+                 "(attempts planned out of a sharded plan ran nowhere and are left out)")
 
 
 def methodology_brief(ctx: Context) -> str:
