@@ -231,8 +231,7 @@ def cmd_run(args, argv) -> int:
             finally:
                 executor.close()
         c = Counter(a.planned.value if a.planned else "TO_RUN" for a in attempts)
-        placements = getattr(executor, "placements", ())
-        labels = getattr(executor, "labels", None) or [d.label for d in devices or ()]
+        placements, labels = executor.placements, executor.labels
         copies = f" × {len(placements)} devices" if placements and args.replicate else ""
         out.print(f"{len(workloads)} workloads × {len(backends)} backends × {args.repeats} repeats{copies} = "
                   f"{len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))

@@ -93,8 +93,7 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
                         {**started.provenance, "startup_s": report.startup_s})
         prov = started.provenance
         runnable = [a for a in todo if not a.planned]
-        remaining = Remaining(runnable, typical_wall(store.ok_walls()),
-                              len(getattr(executor, "placements", None) or ()) or 1)
+        remaining = Remaining(runnable, typical_wall(store.ok_walls()), len(executor.placements) or 1)
         sink = RowSink(store, report.run_id, req.tag, {**toolkit_columns(prov), "inputs": req.inputs},
                        prov.get("ceilings") or {},
                        (prov.get("device") or {}).get("l2_bytes"), started.device.type,

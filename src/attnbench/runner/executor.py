@@ -62,6 +62,10 @@ def take_all(attempt: Attempt, where: str | None = None) -> bool:
 
 class Executor(Protocol):
     overhead_s: dict[str, float]  # seconds spent outside attempts, by cause (recorded with the run)
+    # after start(): one per device that runs attempts at once (an ETA divides by their number), and
+    # the devices' labels as the user named them (cpu:0, 1, ...; none for a single device)
+    placements: list[Placement]
+    labels: list[str]
 
     def start(self, device: str, backends: list[Backend]) -> Started:
         """Get ready to run attempts of these backends on `device`; collect the provenance."""
@@ -98,6 +102,15 @@ class BaseExecutor:
         if self.started is None:
             raise RuntimeError("placement_for() before start()")
         return self.started.placement
+
+    @property
+    def placements(self) -> list[Placement]:
+        """The one device, once started."""
+        return [self.started.placement] if self.started else []
+
+    @property
+    def labels(self) -> list[str]:
+        return []
 
     def charge(self, cause: str, seconds: float) -> None:
         self.overhead_s[cause] = self.overhead_s.get(cause, 0.0) + seconds

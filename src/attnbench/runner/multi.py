@@ -139,6 +139,10 @@ class MultiExecutor:
         self._owner: dict[str, int] = {}  # replicate: attempt key -> device position
 
     @property
+    def labels(self) -> list[str]:
+        return [d.label for d in self.devices]
+
+    @property
     def overhead_s(self) -> dict[str, float]:
         """Seconds outside attempts, summed over the devices (which spend them in parallel)."""
         out: dict[str, float] = {}
