@@ -13,8 +13,8 @@ def status_counts(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def device_counts(df: pd.DataFrame) -> pd.DataFrame:
-    """Per device that ran attempts (model, index, UUID): attempts, OK rows and the attempts' summed
-    wall, to see how a sweep over several devices shared its work. Rows without a device (attempts
+    """Per device that ran attempts (model, index, UUID): attempts, OK rows, the attempts' summed wall
+    and its share of all of theirs, to see how a sweep over several devices shared its work. Rows without a device (attempts
     planned out of a sharded plan: they ran nowhere) are left out. Empty unless two devices or more
     ran attempts."""
     if df.empty or "device_index" not in df.columns:
@@ -24,4 +24,7 @@ def device_counts(df: pd.DataFrame) -> pd.DataFrame:
                      ok=ran["status"] == "OK", wall=pd.to_numeric(ran["wall_s"], errors="coerce"))
     g = ran.groupby(["device_name", "device_index", "device_uuid"], sort=True)
     out = pd.DataFrame({"attempts": g.size(), "OK": g["ok"].sum(), "wall_s": g["wall"].sum()})
-    return out if len(out) > 1 else pd.DataFrame()
+    if len(out) < 2:
+        return pd.DataFrame()
+    total = out["wall_s"].sum()
+    return out.assign(share=out["wall_s"] / total if total else float("nan"))

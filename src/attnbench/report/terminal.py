@@ -227,15 +227,15 @@ def status_table(counts: pd.DataFrame) -> Table:
 
 
 def device_table(devices: pd.DataFrame) -> Table:
-    """device_counts' frame: attempts, OK rows and attempt wall per device (index, model, UUID's start)."""
+    """device_counts' frame: attempts, OK rows, attempt wall and its share per device (index, model,
+    UUID's start)."""
     t = Table(title="Attempts per device")
     for c in ("device", "attempts", "OK", "attempt wall s", "share"):
         t.add_column(c, justify="left" if c == "device" else "right", overflow="fold")
-    total = float(devices["wall_s"].sum())
     for (name, index, uuid), r in devices.iterrows():
         label = f"{int(index)} {name}" + (f" {uuid[:12]}…" if uuid else "")
         t.add_row(escape(label), str(int(r["attempts"])), str(int(r["OK"])), f"{r['wall_s']:.1f}",
-                  f"{100 * r['wall_s'] / total:.0f}%" if total else "")
+                  f"{100 * r['share']:.0f}%" if pd.notna(r["share"]) else "")
     return t
 
 

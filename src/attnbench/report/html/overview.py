@@ -2,6 +2,8 @@
 per status, headline numbers and the methodology in brief."""
 from __future__ import annotations
 
+import pandas as pd
+
 from ...analysis.outcomes import device_counts, status_counts
 from ...analysis.overview import on_devices, run_overview
 from ...status import ORDER
@@ -133,12 +135,10 @@ def _device_shares(ctx: Context) -> str:
     whose attempts ran on two devices or more; nothing otherwise."""
     rows = []
     for label in ctx.data.labels:
-        counts = device_counts(ctx.data.df[ctx.data.df["label"] == label])
-        total = float(counts["wall_s"].sum()) if not counts.empty else 0.0
-        for (name, index, uuid), r in counts.iterrows():
+        for (name, index, uuid), r in device_counts(ctx.data.df[ctx.data.df["label"] == label]).iterrows():
             rows.append({"label": label, "device": f"{int(index)} {name}", "uuid": uuid or None,
                          "attempts": int(r["attempts"]), "ok": int(r["OK"]), "wall": round(float(r["wall_s"]), 1),
-                         "share": round(r["wall_s"] / total, 3) if total else None})
+                         "share": round(float(r["share"]), 3) if pd.notna(r["share"]) else None})
     if not rows:
         return ""
     cols = [Col("label", "store"), Col("device", "device (index, model)"), Col("uuid", "UUID"),
