@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import shutil
 import sqlite3
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from attnbench.analysis.overview import run_overview, timed_seconds
+from attnbench.analysis.stats import json_dict
 from attnbench.runner.eta import Remaining, duration, typical_wall
 from attnbench.store.db import Store
 from attnbench.store.io import export, import_rows, import_runs, read_rows
@@ -101,7 +101,7 @@ def remaining_cost(ok: pd.DataFrame, todo: list) -> dict:
     later repeat loads from the compiler cache that repeat 0 filled, where it holds them). Attempts
     with neither are `unmatched`."""
     first = ok[ok["repeat"] == 0]
-    first = first.assign(first_call=[_phases(p).get("cold_call", 0.0) for p in first["phases_s"]],
+    first = first.assign(first_call=[json_dict(p).get("cold_call", 0.0) for p in first["phases_s"]],
                          timed=timed_seconds(first)).dropna(subset=["timed"])  # rows whose samples were kept
     cols = ["wall_s", "timed", "first_call"]
     same = first.groupby(["backend", "workload_key"])[cols].first()
@@ -116,11 +116,6 @@ def remaining_cost(ok: pd.DataFrame, todo: list) -> dict:
         else:
             out["unmatched"] += 1
     return out
-
-
-def _phases(p) -> dict:
-    """A phases_s cell: JSON text, a dict after an import, or nothing (None, or NaN in a frame)."""
-    return json.loads(p) if isinstance(p, str) else p if isinstance(p, dict) else {}
 
 
 def ledger(args) -> None:

@@ -1,11 +1,9 @@
 """How a store's sweep went: outcomes, wall time against timed device time, agreement of repeats."""
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
-from .frames import json_list
+from .stats import json_dict, json_list
 
 
 def _seconds(start, end) -> float | None:
@@ -109,7 +107,7 @@ def _phase_sums(frame: pd.DataFrame) -> dict[str, float]:
     """Each phase's seconds summed over the rows (phases_s: JSON text, or a dict after an import)."""
     sums: dict[str, float] = {}
     for p in frame["phases_s"].dropna():
-        for k, v in (json.loads(p) if isinstance(p, str) else p).items():
+        for k, v in json_dict(p).items():
             sums[k] = sums.get(k, 0.0) + float(v)
     return sums
 

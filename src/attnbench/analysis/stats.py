@@ -88,6 +88,14 @@ def json_list(v) -> list:
     return [] if v is None or isinstance(v, float) else list(v)
 
 
+def json_dict(v) -> dict:
+    """A JSON-object cell (a row's phases) as a dict: stored JSON text, a dict after an import, or
+    nothing (None, or NaN in a frame) as an empty dict."""
+    if isinstance(v, str):
+        return json.loads(v)
+    return v if isinstance(v, dict) else {}
+
+
 def flat_samples(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Every raw sample of a column of JSON lists (stored text, or lists after an import; a missing
     cell holds none), flattened in row order, and the number each row holds."""
