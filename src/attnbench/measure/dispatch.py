@@ -97,7 +97,8 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
         events = list(prof.profiler.kineto_results.events())
     except Exception as e:  # a profiler that cannot run leaves the attempt unprobed, not failed
         return Probe(status="unprobed", error=f"{type(e).__name__}: {e}")
-    weight = _device_time(events) if cuda else _cpu_self_time(events)
+    work = _device_work(events) if cuda else []
+    weight = _device_time(work, lambda e: e.name()) if cuda else _cpu_self_time(events)
     p = summarize(weight, classifier)
     p.calls = calls
     if cuda:
@@ -105,7 +106,7 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
         p.kernel_us = total or None
         home = home_index(device)
         if home is not None:
-            p.elsewhere = shares_elsewhere(_device_time(events, by="device"), home)
+            p.elsewhere = shares_elsewhere(_device_time(work, lambda e: e.device_index()), home)
     return p
 
 
@@ -168,15 +169,19 @@ def _ns(e) -> int:
     return int(e.duration_ns()) if hasattr(e, "duration_ns") else int(e.end_ns() - e.start_ns())
 
 
-def _device_time(events, by: str = "name") -> Counter:
-    """ns of device work per kernel name (by="device": per device index). A device event named like a
-    user range of the same trace is that range's GPU span, not a kernel (whatever the torch version
-    calls it)."""
+def _device_work(events) -> list:
+    """The events that are device work of the calls: kernels, copies and memsets. A device event named
+    like a user range of the same trace is that range's GPU span, not a kernel (whatever the torch
+    version calls it)."""
     ranges = {e.name() for e in events if e.is_user_annotation()}
+    return [e for e in events if _kind(e) in _DEVICE_WORK and not e.is_user_annotation() and e.name() not in ranges]
+
+
+def _device_time(work, key: Callable) -> Counter:
+    """ns of device work per key(event): its kernel name, or its device index."""
     weight: Counter = Counter()
-    for e in events:
-        if _kind(e) in _DEVICE_WORK and not e.is_user_annotation() and e.name() not in ranges:
-            weight[e.name() if by == "name" else e.device_index()] += max(_ns(e), 1)
+    for e in work:
+        weight[key(e)] += max(_ns(e), 1)
     return weight
 
 
