@@ -109,19 +109,23 @@ class Remaining:
         self.earlier, self.devices, self.default_s = dict(earlier or {}), max(1, devices), default_s
         self.walls: dict[tuple, list[float]] = {}
         self.medians: dict[tuple, float] = {}  # of this run's walls, per key
+        self._stale: set[tuple] = set()  # keys with walls newer than their median
 
     def row(self, row: dict) -> None:
-        """A row was written: its attempt is done (rows of attempts not in the plan to run are ignored)."""
+        """A row was written: its attempt is done (rows of attempts not in the plan to run are ignored).
+        Called for every row on the writer's path, so it only counts; seconds() works out the medians."""
         k = self.keys.pop(row.get("attempt_key"), None)
         if k is None:
             return
         self.left[k] -= 1
         if row.get("status") == "OK" and row.get("wall_s") is not None:
-            walls = self.walls.setdefault(k, [])
-            walls.append(float(row["wall_s"]))
-            self.medians[k] = statistics.median(walls)
+            self.walls.setdefault(k, []).append(float(row["wall_s"]))
+            self._stale.add(k)
 
     def seconds(self) -> float:
+        for k in self._stale:
+            self.medians[k] = statistics.median(self.walls[k])
+        self._stale.clear()
         total = 0.0
         for k, n in self.left.items():
             if n > 0:
