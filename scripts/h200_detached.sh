@@ -7,22 +7,26 @@
 #   ARGS="..."       attnbench run's arguments (not --db)
 #   LIMIT=900        seconds the run may take; then it is interrupted as by ^C (resumable)
 #   WAIT=580         seconds this call waits
+#   BEFORE="..."     a command the first call runs before the sweep starts, with the sweep's environment
+#                    (GPU tests: run beside the sweep they would share its GPU and perturb its timings)
 #   PARTS=1          one part of a sweep too long for a session (scripts/sweep_parts.py): the run
 #                    resumes from out/carry/NAME.sqlite.gz (name out/carry in the call's `carry`), and
 #                    when it ends what comes back is its own rows, the runs table and the slimmed store
 #                    the next part resumes from; without PARTS, the store's exports (ended) or a
 #                    gzipped backup of it (running). The sweep's compiler cache (run keeps it beside the
-#                    store while the sweep is unfinished) travels too: out/carry/NAME.cache.tgz.NN in,
-#                    NAME.cache.tgz.NN back (14 MiB pieces, four at most: what a call returns and carries;
-#                    when all of it is larger, Inductor's and JAX's parts, else JAX's)
+#                    store while the sweep is unfinished) travels too: out/carry/NAME.cache.txz.NN in,
+#                    NAME.cache.txz.NN back (xz, 14 MiB pieces, four at most: what a call returns and
+#                    carries; when all of it is larger, Inductor's and JAX's parts, else JAX's:
+#                    scripts/sweep_parts.py pack)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=100
 OUT=${OUT:-/tmp/out}; NAME=${NAME:-pt}; D=/tmp/$NAME; mkdir -p "$D" "$OUT"
 if [ ! -e "$D/started" ]; then
   nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader 2>/dev/null
+  [ -n "${BEFORE:-}" ] && { bash -c "$BEFORE" 2>&1 | tail -12; }
   [ "${PARTS:-0}" = 1 ] && [ -e "out/carry/$NAME.sqlite.gz" ] && gunzip -c "out/carry/$NAME.sqlite.gz" > "$D/run.sqlite"
-  if [ "${PARTS:-0}" = 1 ] && ls out/carry/$NAME.cache.tgz.* > /dev/null 2>&1; then
-    mkdir -p "$D/run.sqlite.compile-cache" && cat out/carry/$NAME.cache.tgz.* | tar xzf - -C "$D/run.sqlite.compile-cache"
+  if [ "${PARTS:-0}" = 1 ] && ls out/carry/$NAME.cache.t?z.* > /dev/null 2>&1; then
+    python3 scripts/sweep_parts.py unpack out/carry/$NAME.cache.t?z.* --to "$D/run.sqlite.compile-cache"
     echo "compiler cache from the last part: $(du -sm "$D/run.sqlite.compile-cache" | cut -f1) MiB"
   fi
   date +%s.%N > "$D/started"
@@ -35,17 +39,9 @@ if [ -e "$D/ended" ] && [ "${PARTS:-0}" = 1 ]; then
   [ -e "$D/returned" ] || python3 scripts/sweep_parts.py segment "$D/run.sqlite" --out "$OUT" --name "$NAME" \
     && touch "$D/returned"
   C="$D/run.sqlite.compile-cache"
-  if [ -d "$C" ]; then  # all of it, else Inductor's (its FX graph entries bundle their Triton kernels) and
-    du -sm "$C"/* "$C"/*/* 2>/dev/null | sort -rn | head -8  # JAX's, else JAX's: a left-out entry is a miss
-    for set in "inductor triton jax" "inductor jax" "jax"; do
-      have=$(for d in $set; do [ -e "$C/$d" ] && echo "$d"; done)
-      [ -n "$have" ] || continue
-      rm -f "$OUT/$NAME".cache.tgz.*
-      tar cf - -C "$C" $have | gzip -1 | split -b 14m -d - "$OUT/$NAME.cache.tgz."
-      n=$(ls "$OUT/$NAME".cache.tgz.* | wc -l)
-      if [ "$n" -le 4 ]; then echo "compiler cache returned:" $have "($n pieces)"; break; fi
-      echo "compiler cache:" $have "over 56 MiB gzipped"; rm -f "$OUT/$NAME".cache.tgz.*
-    done
+  if [ -d "$C" ]; then
+    du -sm "$C"/* 2>/dev/null | sort -rn
+    python3 scripts/sweep_parts.py pack "$C" --out "$OUT" --name "$NAME"
   fi
 elif [ -e "$D/ended" ]; then  # the store's rows travel as exports (a sweep's sqlite can pass 16 MiB)
   python3 -m attnbench export --db "$D/run.sqlite" --out "$OUT/$NAME.jsonl.gz" > /dev/null

@@ -13,8 +13,18 @@
 
   take DIR [--name port] [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       What a part's last call returned (DIR: the call's files): its NAME-segK.* rows and runs into
-      --dir, its compiler cache pieces NAME.cache.tgz.NN beside --carry in place of the last part's
+      --dir, its compiler cache pieces NAME.cache.txz.NN beside --carry in place of the last part's
       (checked to be one whole archive first; none returned keeps the last ones); then the ledger.
+      Where the returned cache left out a compiler's part for size (pack), the carried archive's
+      part is kept beside it: the part started from it, so it is older but still valid.
+  pack CACHE --out DIR --name NAME
+      A part's compiler cache (the folder `run` keeps beside the store) as an xz-compressed tar in
+      14 MiB pieces DIR/NAME.cache.txz.NN, four at most (what one device call returns and carries):
+      all of it, else Inductor's and JAX's parts, else JAX's. xz, not gzip: a compiler cache repeats
+      itself across files far apart, which gzip's 32 KiB window cannot see (a 253 MiB cache: 45 MB
+      gzipped, 11 MB in xz).
+  unpack PIECE... --to CACHE
+      The pieces (xz or gzip, in order) extracted into CACHE.
 
     PYTHONPATH=src python scripts/sweep_parts.py take /work/.device/3
     PYTHONPATH=src python scripts/sweep_parts.py ledger
@@ -23,9 +33,13 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
+import lzma
 import shutil
 import sqlite3
+import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -151,14 +165,93 @@ def ledger(args) -> None:
     print(f"resume store: {args.carry}")
 
 
-def whole_archive(pieces: list[Path]) -> int:
-    """The number of entries in the gzipped tar that `pieces` make in order; raises if they do not make one."""
-    import io
-    import tarfile
+PIECE = 14 * 2**20  # a cache piece: four of them fit one call's returned files, and its carry beside the tree
+MAX_PIECES = 4
+KIND_SETS = (("inductor", "triton", "jax"), ("inductor", "jax"), ("jax",))  # Inductor's FX graph entries
+# bundle their Triton kernels, so Triton's own cache is the first to go; a left-out entry is a miss
+PIECES = "{name}.cache.t?z.*"  # txz; tgz from parts packed before xz
 
-    data = b"".join(p.read_bytes() for p in pieces)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+
+def _decompress(blob: bytes) -> bytes:
+    if blob[:2] == b"\x1f\x8b":
+        return gzip.decompress(blob)
+    if shutil.which("xz"):
+        return subprocess.run(["xz", "-dc"], input=blob, stdout=subprocess.PIPE, check=True).stdout
+    return lzma.decompress(blob)
+
+
+def _open(pieces: list[Path]) -> tarfile.TarFile:
+    return tarfile.open(fileobj=io.BytesIO(_decompress(b"".join(p.read_bytes() for p in pieces))), mode="r:")
+
+
+def whole_archive(pieces: list[Path]) -> int:
+    """The number of entries in the compressed tar that `pieces` make in order; raises if they do not make one."""
+    with _open(pieces) as tar:
         return len(tar.getmembers())
+
+
+def archive_kinds(pieces: list[Path]) -> set[str]:
+    """The top folders (one per compiler: inductor, triton, jax) in the archive the pieces make."""
+    with _open(pieces) as tar:
+        return {m.name.split("/")[0] for m in tar.getmembers()}
+
+
+def unpack(pieces: list[Path], to: Path) -> None:
+    to.mkdir(parents=True, exist_ok=True)
+    with _open(pieces) as tar:
+        tar.extractall(to, filter="data")
+
+
+def _xz_tar(cache: Path, kinds: list[str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        for k in kinds:
+            tar.add(cache / k, arcname=k)
+    if shutil.which("xz"):  # every core (the device has 16); the lzma module uses one
+        return subprocess.run(["xz", "-T0", "-6", "-c"], input=buf.getvalue(), stdout=subprocess.PIPE,
+                              check=True).stdout
+    return lzma.compress(buf.getvalue(), preset=6)
+
+
+def pack(cache: Path, out: Path, name: str) -> list[str]:
+    """The largest of KIND_SETS whose archive fits MAX_PIECES pieces, written as out/NAME.cache.txz.NN
+    (earlier pieces of that name removed first); the kinds packed, [] when none fits or none is there."""
+    for old in out.glob(PIECES.format(name=name)):
+        old.unlink()
+    for kinds in KIND_SETS:
+        have = [k for k in kinds if (cache / k).is_dir()]
+        if not have:
+            continue
+        blob = _xz_tar(cache, have)
+        n = -(-len(blob) // PIECE)
+        if n > MAX_PIECES:
+            print(f"compiler cache: {' '.join(have)} is {len(blob) / 2**20:.0f} MiB in xz, over {MAX_PIECES} pieces")
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            (out / f"{name}.cache.txz.{i:02d}").write_bytes(blob[i * PIECE:(i + 1) * PIECE])
+        print(f"compiler cache packed: {' '.join(have)} ({n} pieces, {len(blob) / 2**20:.0f} MiB)")
+        return have
+    return []
+
+
+def _carried_merge(carried: list[Path], returned: list[Path], name: str, work: Path) -> list[Path] | None:
+    """Pieces of the returned cache with the carried cache's kinds that it left out kept beside it (the
+    part resumed from the carried one, so its kinds there are older but valid); None when it left out
+    nothing, or when the merged archive does not fit MAX_PIECES."""
+    missing = archive_kinds(carried) - archive_kinds(returned) if carried else set()
+    if not missing:
+        return None
+    merged = work / "cache"
+    unpack(carried, merged)
+    for k in archive_kinds(returned):
+        shutil.rmtree(merged / k, ignore_errors=True)
+    unpack(returned, merged)
+    kinds = pack(merged, work / "pieces", name)
+    if not missing <= set(kinds):
+        return None
+    print(f"kept the carried cache's {' '.join(sorted(missing))} beside the returned {' '.join(sorted(set(kinds) - missing))}")
+    return sorted((work / "pieces").glob(PIECES.format(name=name)))
 
 
 def take(args) -> None:
@@ -170,26 +263,30 @@ def take(args) -> None:
         to = kept / f.name
         if to.exists() and to.read_bytes() != f.read_bytes():
             raise SystemExit(f"sweep_parts: {to} exists and differs: not overwritten")
-    pieces = sorted(src.glob(f"{args.name}.cache.tgz.*"))
+    pieces = sorted(src.glob(PIECES.format(name=args.name)))
     if pieces:
         try:
-            entries = whole_archive(pieces)
+            whole_archive(pieces)
         except Exception as e:
             raise SystemExit(f"sweep_parts: the returned cache pieces are not one archive ({e}); nothing taken")
     kept.mkdir(parents=True, exist_ok=True)
     for f in segs:
         shutil.copyfile(f, kept / f.name)  # a plain copy: writable, whatever the source's mode
         print(f"kept {kept / f.name}")
-    if pieces:
-        carry.mkdir(parents=True, exist_ok=True)
-        for old in carry.glob(f"{args.name}.cache.tgz.*"):  # a stale piece would corrupt the joined archive
-            old.unlink()
-        for f in pieces:
-            shutil.copyfile(f, carry / f.name)
-        size = sum(f.stat().st_size for f in pieces) / 2**20
-        print(f"compiler cache for the next part: {len(pieces)} pieces, {size:.0f} MiB, {entries} entries")
-    else:
+    if not pieces:
         print("no compiler cache returned: the next part takes the last one kept, if any")
+    else:
+        carry.mkdir(parents=True, exist_ok=True)
+        carried = sorted(carry.glob(PIECES.format(name=args.name)))
+        with tempfile.TemporaryDirectory() as tmp:
+            pieces = _carried_merge(carried, pieces, args.name, Path(tmp)) or pieces
+            for old in carried:  # a stale piece would corrupt the joined archive
+                old.unlink()
+            for f in pieces:
+                shutil.copyfile(f, carry / f.name)
+            size = sum(f.stat().st_size for f in pieces) / 2**20
+        entries = whole_archive(sorted(carry.glob(PIECES.format(name=args.name))))
+        print(f"compiler cache for the next part: {len(pieces)} pieces, {size:.0f} MiB, {entries} entries")
     ledger(args)
 
 
@@ -207,8 +304,20 @@ def main() -> int:
     for p in (led, tk):
         p.add_argument("--dir", default=str(HERE / "results/h200/portability"))
         p.add_argument("--carry", default=str(HERE / "out/carry/port.sqlite.gz"))
+    pk = sub.add_parser("pack", help="a part's compiler cache as xz pieces that one device call returns")
+    pk.add_argument("cache")
+    pk.add_argument("--out", required=True)
+    pk.add_argument("--name", required=True)
+    up = sub.add_parser("unpack", help="a carried compiler cache's pieces extracted")
+    up.add_argument("pieces", nargs="+")
+    up.add_argument("--to", required=True)
     args = ap.parse_args()
-    {"segment": segment, "ledger": ledger, "take": take}[args.cmd](args)
+    if args.cmd == "pack":
+        pack(Path(args.cache), Path(args.out), args.name)
+    elif args.cmd == "unpack":
+        unpack([Path(p) for p in args.pieces], Path(args.to))
+    else:
+        {"segment": segment, "ledger": ledger, "take": take}[args.cmd](args)
     return 0
 
 

@@ -100,3 +100,60 @@ def test_take_keeps_a_parts_rows_and_replaces_the_cache_pieces_whole(parts, tmp_
     with pytest.raises(SystemExit, match="not one archive"):
         parts.take(args)
     assert {p.name: p.read_bytes() for p in carry.glob("port.cache.tgz.*")} == before and len(ledgers) == 2
+
+
+def _tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _cache(root: Path, files: dict) -> Path:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return root
+
+
+def test_pack_keeps_the_largest_set_of_compilers_that_fits_and_unpack_restores_it(parts, tmp_path, monkeypatch):
+    import os
+
+    cache = _cache(tmp_path / "cache", {"inductor/fx/a": "i" * 40, "triton/k/b": "t" * 40, "jax/c": "j"})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "port.cache.tgz.07").write_bytes(b"a stale piece")  # an earlier part's: never beside new ones
+    assert parts.pack(cache, out, "port") == ["inductor", "triton", "jax"]
+    pieces = sorted(out.glob("port.cache.t?z.*"))
+    assert [p.name for p in pieces] == ["port.cache.txz.00"] and pieces[0].read_bytes()[:6] == b"\xfd7zXZ\x00"
+    parts.unpack(pieces, tmp_path / "back")
+    assert _tree(tmp_path / "back") == _tree(cache)
+    # too large for MAX_PIECES: Triton's part goes first, then Inductor's (random bytes do not compress)
+    (cache / "triton/k/big").write_bytes(os.urandom(5000))
+    monkeypatch.setattr(parts, "PIECE", 1000)
+    assert parts.pack(cache, out, "port") == ["inductor", "jax"]
+    assert parts.archive_kinds(sorted(out.glob("port.cache.t?z.*"))) == {"inductor", "jax"}
+    (cache / "inductor/fx/big").write_bytes(os.urandom(5000))
+    assert parts.pack(cache, out, "port") == ["jax"]
+    (cache / "jax/big").write_bytes(os.urandom(5000))
+    assert parts.pack(cache, out, "port") == [] and not list(out.glob("port.cache.*"))
+
+
+def test_take_keeps_the_carried_compilers_that_the_returned_cache_left_out(parts, tmp_path, monkeypatch):
+    monkeypatch.setattr(parts, "ledger", lambda args: None)
+    got, kept, carry = tmp_path / "device", tmp_path / "results", tmp_path / "carry"
+    for d in (got, kept, carry):
+        d.mkdir()
+    (got / "port-seg7.jsonl.gz").write_bytes(b"rows")
+    # the last part's cache, all three compilers, in gzip as parts packed it before xz
+    _cache_pieces(carry, "port", {"inductor/fx/a": "old a", "triton/k": "old k", "jax/j": "old j"}, 2)
+    # this part's: Inductor's and Triton's left out for size, JAX's grown
+    parts.pack(_cache(tmp_path / "new", {"jax/j": "new j", "jax/j2": "new j2"}), got, "port")
+    parts.take(SimpleNamespace(src=str(got), name="port", dir=str(kept), carry=str(carry / "port.sqlite.gz")))
+    pieces = sorted(carry.glob("port.cache.t?z.*"))
+    assert [p.name for p in pieces] == ["port.cache.txz.00"]  # the two gzip pieces are gone
+    parts.unpack(pieces, tmp_path / "next")
+    assert _tree(tmp_path / "next") == {"inductor/fx/a": "old a", "triton/k": "old k",
+                                         "jax/j": "new j", "jax/j2": "new j2"}
+    # a returned cache with every compiler replaces the carried one whole
+    parts.pack(_cache(tmp_path / "all", {"inductor/fx/b": "b", "triton/t": "t", "jax/j": "j"}), got, "port")
+    parts.take(SimpleNamespace(src=str(got), name="port", dir=str(kept), carry=str(carry / "port.sqlite.gz")))
+    parts.unpack(sorted(carry.glob("port.cache.t?z.*")), tmp_path / "next2")
+    assert _tree(tmp_path / "next2") == {"inductor/fx/b": "b", "triton/t": "t", "jax/j": "j"}
