@@ -2,7 +2,8 @@
 # A sweep longer than one device call (10 min): the first call starts it in a process session of its
 # own, which runs on while the machine stays warm (back-to-back calls, each within its 30 s); every
 # call waits up to WAIT seconds for it, then copies the log's tail to $OUT with what the run has
-# written. The sweep's wall is one uninterrupted span, from its start to its end.
+# written. The sweep's wall is one uninterrupted span, from its start to its end. A checkout whose
+# row exports take it past what a call sends: `bash scripts/device_slim.sh hide` first, `restore` after.
 #   NAME=pt          the run's folder, /tmp/NAME, and the names of what comes back
 #   ARGS="..."       attnbench run's arguments (not --db)
 #   LIMIT=900        seconds the run may take; then it is interrupted as by ^C (resumable)
@@ -15,7 +16,7 @@
 #                    the next part resumes from; without PARTS, the store's exports (ended) or a
 #                    gzipped backup of it (running). The sweep's compiler cache (run keeps it beside the
 #                    store while the sweep is unfinished) travels too: out/carry/NAME.cache.txz.NN in,
-#                    NAME.cache.txz.NN back (xz, 14 MiB pieces, four at most: what a call returns and
+#                    NAME.cache.txz.NN back (xz, 12 MiB pieces, four at most: what a call returns and
 #                    carries; when all of it is larger, Inductor's and JAX's parts, else JAX's:
 #                    scripts/sweep_parts.py pack)
 set -u

@@ -19,7 +19,7 @@
       part is kept beside it: the part started from it, so it is older but still valid.
   pack CACHE --out DIR --name NAME
       A part's compiler cache (the folder `run` keeps beside the store) as an xz-compressed tar in
-      14 MiB pieces DIR/NAME.cache.txz.NN, four at most (what one device call returns and carries):
+      12 MiB pieces DIR/NAME.cache.txz.NN, four at most (what one device call returns and carries):
       all of it, else Inductor's and JAX's parts, else JAX's. xz, not gzip: a compiler cache repeats
       itself across files far apart, which gzip's 32 KiB window cannot see (a 253 MiB cache: 45 MB
       gzipped, 11 MB in xz).
@@ -165,7 +165,8 @@ def ledger(args) -> None:
     print(f"resume store: {args.carry}")
 
 
-PIECE = 14 * 2**20  # a cache piece: four of them fit one call's returned files, and its carry beside the tree
+PIECE = 12 * 2**20  # a cache piece: four fit one call's returned files (16 MiB each), and its carry
+# (64 MiB) beside the resume store and the tree with the row exports set aside (scripts/device_slim.sh)
 MAX_PIECES = 4
 KIND_SETS = (("inductor", "triton", "jax"), ("inductor", "jax"), ("jax",))  # Inductor's FX graph entries
 # bundle their Triton kernels, so Triton's own cache is the first to go; a left-out entry is a miss
