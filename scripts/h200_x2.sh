@@ -12,7 +12,8 @@
 #                   winner-change rate between two GPUs of one model (the method's noise floor). About 330 s.
 #   STEP=tests      the GPU tests (one- and two-GPU ones, the library backends that are installed).
 # After a run step, the rows that changed their worker's shared state (runner/process_state.py) are
-# listed: a real backend should have none.
+# listed: a real backend should have none. If the checkout is past what a call sends (64 MiB), set
+# the row exports aside for the calls: `bash scripts/device_slim.sh hide`, then `restore`.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/x2
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-100}

@@ -185,16 +185,23 @@ def _open(pieces: list[Path]) -> tarfile.TarFile:
     return tarfile.open(fileobj=io.BytesIO(_decompress(b"".join(p.read_bytes() for p in pieces))), mode="r:")
 
 
-def whole_archive(pieces: list[Path]) -> int:
-    """The number of entries in the compressed tar that `pieces` make in order; raises if they do not make one."""
+def members(pieces: list[Path]) -> list[str]:
+    """The entries of the compressed tar that `pieces` make in order; raises if they do not make one."""
     with _open(pieces) as tar:
-        return len(tar.getmembers())
+        return tar.getnames()
+
+
+def whole_archive(pieces: list[Path]) -> int:
+    return len(members(pieces))
+
+
+def kinds_of(names: list[str]) -> set[str]:
+    """The top folders of an archive's entries: one per compiler (inductor, triton, jax)."""
+    return {n.split("/")[0] for n in names}
 
 
 def archive_kinds(pieces: list[Path]) -> set[str]:
-    """The top folders (one per compiler: inductor, triton, jax) in the archive the pieces make."""
-    with _open(pieces) as tar:
-        return {m.name.split("/")[0] for m in tar.getmembers()}
+    return kinds_of(members(pieces))
 
 
 def unpack(pieces: list[Path], to: Path) -> None:
@@ -236,16 +243,17 @@ def pack(cache: Path, out: Path, name: str) -> list[str]:
     return []
 
 
-def _carried_merge(carried: list[Path], returned: list[Path], name: str, work: Path) -> list[Path] | None:
+def _carried_merge(carried: list[Path], returned: list[Path], returned_kinds: set[str], name: str,
+                   work: Path) -> list[Path] | None:
     """Pieces of the returned cache with the carried cache's kinds that it left out kept beside it (the
     part resumed from the carried one, so its kinds there are older but valid); None when it left out
     nothing, or when the merged archive does not fit MAX_PIECES."""
-    missing = archive_kinds(carried) - archive_kinds(returned) if carried else set()
+    missing = archive_kinds(carried) - returned_kinds if carried else set()
     if not missing:
         return None
     merged = work / "cache"
     unpack(carried, merged)
-    for k in archive_kinds(returned):
+    for k in returned_kinds:
         shutil.rmtree(merged / k, ignore_errors=True)
     unpack(returned, merged)
     kinds = pack(merged, work / "pieces", name)
@@ -267,7 +275,7 @@ def take(args) -> None:
     pieces = sorted(src.glob(PIECES.format(name=args.name)))
     if pieces:
         try:
-            whole_archive(pieces)
+            returned_kinds = kinds_of(members(pieces))
         except Exception as e:
             raise SystemExit(f"sweep_parts: the returned cache pieces are not one archive ({e}); nothing taken")
     kept.mkdir(parents=True, exist_ok=True)
@@ -280,7 +288,7 @@ def take(args) -> None:
         carry.mkdir(parents=True, exist_ok=True)
         carried = sorted(carry.glob(PIECES.format(name=args.name)))
         with tempfile.TemporaryDirectory() as tmp:
-            pieces = _carried_merge(carried, pieces, args.name, Path(tmp)) or pieces
+            pieces = _carried_merge(carried, pieces, returned_kinds, args.name, Path(tmp)) or pieces
             for old in carried:  # a stale piece would corrupt the joined archive
                 old.unlink()
             for f in pieces:
