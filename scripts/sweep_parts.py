@@ -215,10 +215,11 @@ def _xz_tar(cache: Path, kinds: list[str]) -> bytes:
     with tarfile.open(fileobj=buf, mode="w:") as tar:
         for k in kinds:
             tar.add(cache / k, arcname=k)
-    if shutil.which("xz"):  # every core (the device has 16); the lzma module uses one
+    if shutil.which("xz"):  # every core (the device has 16)
         return subprocess.run(["xz", "-T0", "-6", "-c"], input=buf.getvalue(), stdout=subprocess.PIPE,
                               check=True).stdout
-    return lzma.compress(buf.getvalue(), preset=6)
+    # the lzma module uses one core: preset 3 packs a 253 MiB cache in 18 s to 12.9 MiB (6: 68 s, 9.6)
+    return lzma.compress(buf.getvalue(), preset=3)
 
 
 def pack(cache: Path, out: Path, name: str) -> list[str]:
