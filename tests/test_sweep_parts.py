@@ -157,3 +157,12 @@ def test_take_keeps_the_carried_compilers_that_the_returned_cache_left_out(parts
     parts.take(SimpleNamespace(src=str(got), name="port", dir=str(kept), carry=str(carry / "port.sqlite.gz")))
     parts.unpack(sorted(carry.glob("port.cache.t?z.*")), tmp_path / "next2")
     assert _tree(tmp_path / "next2") == {"inductor/fx/b": "b", "triton/t": "t", "jax/j": "j"}
+
+
+def test_pack_and_unpack_without_the_xz_tool(parts, tmp_path, monkeypatch):
+    cache = _cache(tmp_path / "cache", {"inductor/fx/a": "i" * 400, "jax/c": "j"})
+    monkeypatch.setattr(parts.shutil, "which", lambda name: None)  # a machine without xz: Python's lzma
+    assert parts.pack(cache, tmp_path / "out", "port") == ["inductor", "jax"]
+    pieces = sorted((tmp_path / "out").glob("port.cache.t?z.*"))
+    parts.unpack(pieces, tmp_path / "back")
+    assert _tree(tmp_path / "back") == _tree(cache)
