@@ -191,17 +191,9 @@ def members(pieces: list[Path]) -> list[str]:
         return tar.getnames()
 
 
-def whole_archive(pieces: list[Path]) -> int:
-    return len(members(pieces))
-
-
 def kinds_of(names: list[str]) -> set[str]:
     """The top folders of an archive's entries: one per compiler (inductor, triton, jax)."""
     return {n.split("/")[0] for n in names}
-
-
-def archive_kinds(pieces: list[Path]) -> set[str]:
-    return kinds_of(members(pieces))
 
 
 def unpack(pieces: list[Path], to: Path) -> None:
@@ -249,11 +241,14 @@ def _carried_merge(carried: list[Path], returned: list[Path], returned_kinds: se
     """Pieces of the returned cache with the carried cache's kinds that it left out kept beside it (the
     part resumed from the carried one, so its kinds there are older but valid); None when it left out
     nothing, or when the merged archive does not fit MAX_PIECES."""
-    missing = archive_kinds(carried) - returned_kinds if carried else set()
-    if not missing:
+    if not carried:
         return None
     merged = work / "cache"
-    unpack(carried, merged)
+    with _open(carried) as tar:  # decompressed once, for its compilers and, if any is missing, its files
+        missing = kinds_of(tar.getnames()) - returned_kinds
+        if not missing:
+            return None
+        tar.extractall(merged, filter="data")
     for k in returned_kinds:
         shutil.rmtree(merged / k, ignore_errors=True)
     unpack(returned, merged)
@@ -276,7 +271,7 @@ def take(args) -> None:
     pieces = sorted(src.glob(PIECES.format(name=args.name)))
     if pieces:
         try:
-            returned_kinds = kinds_of(members(pieces))
+            names = members(pieces)
         except Exception as e:
             raise SystemExit(f"sweep_parts: the returned cache pieces are not one archive ({e}); nothing taken")
     kept.mkdir(parents=True, exist_ok=True)
@@ -289,13 +284,14 @@ def take(args) -> None:
         carry.mkdir(parents=True, exist_ok=True)
         carried = sorted(carry.glob(PIECES.format(name=args.name)))
         with tempfile.TemporaryDirectory() as tmp:
-            pieces = _carried_merge(carried, pieces, returned_kinds, args.name, Path(tmp)) or pieces
+            merged = _carried_merge(carried, pieces, kinds_of(names), args.name, Path(tmp))
+            if merged:
+                pieces, names = merged, members(merged)
             for old in carried:  # a stale piece would corrupt the joined archive
                 old.unlink()
             for f in pieces:
                 shutil.copyfile(f, carry / f.name)
-            size = sum(f.stat().st_size for f in pieces) / 2**20
-        entries = whole_archive(sorted(carry.glob(PIECES.format(name=args.name))))
+            size, entries = sum(f.stat().st_size for f in pieces) / 2**20, len(names)
         print(f"compiler cache for the next part: {len(pieces)} pieces, {size:.0f} MiB, {entries} entries")
     ledger(args)
 

@@ -87,7 +87,7 @@ def test_take_keeps_a_parts_rows_and_replaces_the_cache_pieces_whole(parts, tmp_
     (kept / "port-seg6.runs.jsonl").write_text("{}\n")  # writable
     joined = sorted(carry.glob("port.cache.tgz.*"))
     assert [p.name for p in joined] == [p.name for p in new]  # no stale third piece
-    assert parts.whole_archive(joined) == 2 and ledgers == [args]
+    assert len(parts.members(joined)) == 2 and ledgers == [args]
     # a second take of the same files is harmless; a differing kept file is not overwritten
     parts.take(args)
     (kept / "port-seg6.jsonl.gz").write_bytes(b"other rows")
@@ -129,7 +129,7 @@ def test_pack_keeps_the_largest_set_of_compilers_that_fits_and_unpack_restores_i
     (cache / "triton/k/big").write_bytes(os.urandom(5000))
     monkeypatch.setattr(parts, "PIECE", 1000)
     assert parts.pack(cache, out, "port") == ["inductor", "jax"]
-    assert parts.archive_kinds(sorted(out.glob("port.cache.t?z.*"))) == {"inductor", "jax"}
+    assert parts.kinds_of(parts.members(sorted(out.glob("port.cache.t?z.*")))) == {"inductor", "jax"}
     (cache / "inductor/fx/big").write_bytes(os.urandom(5000))
     assert parts.pack(cache, out, "port") == ["jax"]
     (cache / "jax/big").write_bytes(os.urandom(5000))
