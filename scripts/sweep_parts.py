@@ -173,16 +173,9 @@ KIND_SETS = (("inductor", "triton", "jax"), ("inductor", "jax"), ("jax",))  # In
 PIECES = "{name}.cache.t?z.*"  # txz; tgz from parts packed before xz
 
 
-def _decompress(blob: bytes) -> bytes:
-    if blob[:2] == b"\x1f\x8b":
-        return gzip.decompress(blob)
-    if shutil.which("xz"):
-        return subprocess.run(["xz", "-dc"], input=blob, stdout=subprocess.PIPE, check=True).stdout
-    return lzma.decompress(blob)
-
-
 def _open(pieces: list[Path]) -> tarfile.TarFile:
-    return tarfile.open(fileobj=io.BytesIO(_decompress(b"".join(p.read_bytes() for p in pieces))), mode="r:")
+    """The tar the pieces make in order, xz or gzip (tarfile tells which)."""
+    return tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in pieces)), mode="r:*")
 
 
 def members(pieces: list[Path]) -> list[str]:
