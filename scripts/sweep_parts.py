@@ -9,7 +9,8 @@
       timed samples, per part and in all, how much of the grid's plan has a row, how long the rest takes
       and where the sweep's wall / timed would end (each attempt left costing what its repeat-0 row
       cost, with and without its first call), and the slimmed store the next part resumes from,
-      rebuilt from the kept parts.
+      rebuilt from the kept parts; never one with fewer attempts than the one it replaces (a part's
+      rows set aside by scripts/device_slim.sh would otherwise be measured again).
 
   take DIR [--name port] [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       What a part's last call returned (DIR: the call's files): its NAME-segK.* rows and runs into
@@ -160,9 +161,27 @@ def ledger(args) -> None:
             print(f"projected at the end, each attempt left as its repeat-0 row: wall / timed "
                   f"{w / t:.2f} ({duration(c['wall_s'])} more), {(w - c['first_call']) / t:.2f} if the cache "
                   f"spares every first call of theirs ({c['unmatched']} attempts without a row to go by)")
+        lost = carried_keys(args.carry, tmp) - (set(df["attempt_key"]) if len(df) else set())
+        if lost:  # a resume store that shrank would measure those attempts again: a session's part
+            raise SystemExit(f"sweep_parts: the kept parts in {args.dir} lack {len(lost)} attempts that "
+                             f"{args.carry} has (row exports set aside? `bash scripts/device_slim.sh "
+                             "restore`, then `ledger`); the resume store is left as it was")
         Path(args.carry).parent.mkdir(parents=True, exist_ok=True)
         write_slim(f"{tmp}/all.sqlite", args.carry)
     print(f"resume store: {args.carry}")
+
+
+def carried_keys(carry: str, tmp: str) -> set[str]:
+    """The attempts with a row in the gzipped resume store `carry` (none when there is none yet)."""
+    if not Path(carry).exists():
+        return set()
+    with gzip.open(carry, "rb") as g, open(f"{tmp}/carried.sqlite", "wb") as f:
+        shutil.copyfileobj(g, f)
+    s = Store(f"{tmp}/carried.sqlite", readonly=True)
+    try:
+        return s.done_keys()
+    finally:
+        s.close()
 
 
 PIECE = 12 * 2**20  # a cache piece: four fit one call's returned files (16 MiB each), and its carry

@@ -166,3 +166,55 @@ def test_pack_and_unpack_without_the_xz_tool(parts, tmp_path, monkeypatch):
     pieces = sorted((tmp_path / "out").glob("port.cache.t?z.*"))
     parts.unpack(pieces, tmp_path / "back")
     assert _tree(tmp_path / "back") == _tree(cache)
+
+
+def _part(parts_dir: Path, name: str, rows: list[dict]) -> None:
+    """One kept part: its rows and runs table as `segment` writes them."""
+    from attnbench.store.db import Store
+    from attnbench.store.io import export
+
+    s = Store(str(parts_dir / f"{name}.sqlite"))
+    for r in rows:
+        s.ensure_run({"run_id": r["run_id"], "tag": "default"})
+        s.insert(r)
+    export(s, None, parts_dir / f"{name}.jsonl.gz")
+    export(s, None, parts_dir / f"{name}.runs.jsonl", table="runs")
+    s.close()
+    (parts_dir / f"{name}.sqlite").unlink()
+
+
+def test_the_ledger_never_writes_a_resume_store_with_fewer_attempts_than_the_carried_one(parts, tmp_path, capsys):
+    import gzip
+    import sqlite3
+
+    from conftest import make_row
+
+    kept, carry = tmp_path / "kept", tmp_path / "carry" / "port.sqlite.gz"
+    kept.mkdir()
+    _part(kept, "port-seg1", [make_row(i, run_id="run-1") for i in range(3)])
+    args = SimpleNamespace(dir=str(kept), carry=str(carry))
+    parts.ledger(args)
+
+    def keys() -> set:
+        db = tmp_path / "resume.sqlite"
+        db.write_bytes(gzip.decompress(carry.read_bytes()))
+        with sqlite3.connect(db) as con:
+            return {r[0] for r in con.execute("SELECT attempt_key FROM attempts")}
+
+    assert keys() == {"key0000", "key0001", "key0002"}
+    _part(kept, "port-seg2", [make_row(i, run_id="run-2") for i in range(3, 5)])
+    parts.ledger(args)
+    assert len(keys()) == 5
+    before = carry.read_bytes()
+    # the first part's rows set aside (as during a device call): the rebuilt store would lack them
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for f in kept.glob("port-seg1.*"):
+        f.rename(aside / f.name)
+    with pytest.raises(SystemExit, match="lack 3 attempts"):
+        parts.ledger(args)
+    assert carry.read_bytes() == before
+    for f in aside.iterdir():
+        f.rename(kept / f.name)
+    parts.ledger(args)
+    assert len(keys()) == 5 and "resume store" in capsys.readouterr().out
