@@ -124,5 +124,7 @@ def collect(device: str, seed: int, plugins=()) -> dict:
         # eager timings carry the host's pace: a loaded host is recorded, not hidden
         "host_load_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "host_cpus": os.cpu_count(),
+        # first calls (compiles) and eager launches run at the host CPU's pace, which differs between hosts
+        "host_cpu": _cpu_model().removeprefix("CPU "),
     }
     return prov
