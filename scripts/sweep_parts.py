@@ -6,8 +6,9 @@
       slimmed (no raw samples or kernel lists: resume needs only which attempts have a row).
   ledger [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       Every part's rows and runs in one store: the sweep's wall (each run's, start-up included) over its
-      timed samples, per part and in all, how much of the grid's plan has a row, how long the rest takes
-      and where the sweep's wall / timed would end (each attempt left costing what its repeat-0 row
+      timed samples, per part and in all, how much of the grid's plan has a row, what later repeats
+      cost against repeat 0 (in its run, and resumed in a later part with the carried compiler cache),
+      how long the rest takes and where the sweep's wall / timed would end (each attempt left costing what its repeat-0 row
       cost, with and without its first call), and the slimmed store the next part resumes from,
       rebuilt from the kept parts; never one with fewer attempts than the one it replaces (a part's
       rows set aside by scripts/device_slim.sh would otherwise be measured again).
@@ -133,6 +134,32 @@ def remaining_cost(ok: pd.DataFrame, todo: list) -> dict:
     return out
 
 
+def later_vs_first(ok: pd.DataFrame) -> dict:
+    """Later repeats' OK rows against their backend and workload's repeat-0 row, apart for a repeat 0
+    of the same run (its compiler cache and processes were the run's) and of an earlier part: how
+    many rows, and their summed wall and first calls over those of repeat 0 (NaN where repeat 0's sum
+    is 0): what the compiler cache spared a later repeat, or what it cost on top when it held nothing."""
+    first = ok[ok["repeat"] == 0].drop_duplicates(["backend", "workload_key"]).set_index(["backend", "workload_key"])
+    later = ok[ok["repeat"] > 0]
+    later = later[pd.Series([k in first.index for k in zip(later["backend"], later["workload_key"])],
+                            index=later.index, dtype=bool)]
+    base = first.loc[list(zip(later["backend"], later["workload_key"]))]
+    same = later["run_id"].to_numpy() == base["run_id"].to_numpy()
+
+    def cold(frame):
+        return sum(json_dict(p).get("cold_call", 0.0) for p in frame["phases_s"])
+
+    def over(a, b):
+        return a / b if b else float("nan")
+
+    out = {}
+    for name, mask in (("the same run", same), ("an earlier part", ~same)):
+        lt, bs = later[mask], base[mask]
+        out[name] = {"rows": len(lt), "wall": over(float(lt["wall_s"].sum()), float(bs["wall_s"].sum())),
+                     "first_call": over(cold(lt), cold(bs))}
+    return out
+
+
 def ledger(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         s = Store(f"{tmp}/all.sqlite")
@@ -156,7 +183,12 @@ def ledger(args) -> None:
         if todo:
             print(f"left: {len(todo)} attempts, about {duration(eta)} at the parts' median walls "
                   "(runner/eta.py; repeat 0's first calls included, a later repeat's from the slices)")
-            c = remaining_cost(df[df["status"] == "OK"], todo)
+            ok = df[df["status"] == "OK"]
+            for name, lv in later_vs_first(ok).items():
+                if lv["rows"]:
+                    print(f"later repeats, repeat 0 in {name}: {lv['rows']} OK rows took {lv['wall']:.2f}x "
+                          f"the wall of their repeat-0 rows, first calls {lv['first_call']:.2f}x")
+            c = remaining_cost(ok, todo)
             w, t = o["sweep_wall_s"] + c["wall_s"], o["timed_s"] + c["timed"]
             print(f"projected at the end, each attempt left as its repeat-0 row: wall / timed "
                   f"{w / t:.2f} ({duration(c['wall_s'])} more), {(w - c['first_call']) / t:.2f} if the cache "

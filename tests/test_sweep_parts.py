@@ -218,3 +218,20 @@ def test_the_ledger_never_writes_a_resume_store_with_fewer_attempts_than_the_car
         f.rename(kept / f.name)
     parts.ledger(args)
     assert len(keys()) == 5 and "resume store" in capsys.readouterr().out
+
+
+def test_later_repeats_are_set_against_their_repeat0_row_apart_for_the_same_run_and_an_earlier_part(parts):
+    def r(backend, wk, repeat, run, wall, cold):
+        return row(backend, wk, "prefill", repeat, wall, [1.0], 1, cold) | {"run_id": run}
+
+    ok = pd.DataFrame([
+        r("a", "w1", 0, "p1", 10.0, 4.0), r("a", "w2", 0, "p1", 6.0, 2.0),
+        r("a", "w1", 1, "p1", 7.0, 1.0), r("a", "w1", 2, "p1", 8.0, 2.0),  # the same run: 15 / 20 s, 3 / 8 s
+        r("a", "w2", 1, "p2", 9.0, 3.0),  # a later part: 9 / 6 s, 3 / 2 s
+        r("b", "w9", 1, "p2", 99.0, 99.0),  # no repeat-0 row: not compared
+    ])
+    got = parts.later_vs_first(ok)
+    assert got["the same run"] == {"rows": 2, "wall": pytest.approx(0.75), "first_call": pytest.approx(3 / 8)}
+    assert got["an earlier part"] == {"rows": 1, "wall": pytest.approx(1.5), "first_call": pytest.approx(1.5)}
+    none = parts.later_vs_first(ok[ok["repeat"] == 0])
+    assert none["the same run"]["rows"] == 0 and none["an earlier part"]["rows"] == 0
