@@ -231,7 +231,28 @@ def test_ceilings_on_cpu_name_their_buffers():
     c = ceilings("cpu")
     assert c["read_bytes"] == 64 << 20 and c["matmul_n"] == 512
     assert all(c[k] > 0 for k in ("copy_gbps", "read_gbps", "matmul_tflops_bf16", "matmul_tflops_fp16",
-                                  "matmul_tflops_fp32"))
+                                  "matmul_tflops_fp32", "host_op_us"))
+
+
+def test_the_host_pace_is_the_time_to_issue_one_eager_op(monkeypatch):
+    import time
+
+    import torch
+
+    from attnbench.measure import ceilings
+
+    real_add = torch.add
+
+    def slow_add(*a, **k):  # a host that takes 200 us more to issue each op
+        end = time.perf_counter() + 200e-6
+        while time.perf_counter() < end:
+            pass
+        return real_add(*a, **k)
+
+    fast = ceilings.host_op_us("cpu", calls=20, reps=5)
+    monkeypatch.setattr(torch, "add", slow_add)
+    slow = ceilings.host_op_us("cpu", calls=20, reps=5)
+    assert 200 <= slow < 200 + 50 + 10 * fast
 
 
 def test_env_without_ceilings(cli):

@@ -1,5 +1,5 @@
 """Measured ceilings of a device: copy and read bandwidth, matmul rate per dtype (the denominators
-of "% of ceiling")."""
+of "% of ceiling"), and the host's pace at issuing eager ops."""
 from __future__ import annotations
 
 import time
@@ -26,6 +26,36 @@ def median_seconds(fn, device: str, reps: int) -> float:
             fn()
             ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
+
+
+def host_op_us(device: str, calls: int = 200, reps: int = 11) -> float:
+    """Host microseconds to issue one small eager op (a one-element add into a given output), the
+    median of `reps` blocks of `calls` with the device synchronized between blocks: the pace a
+    host-bound eager row runs at. Hosts of one GPU model differ in it (host-bound eager rows took a
+    median 1.07-1.43x as long in one part of a sweep as in another, each on another lent H200 host;
+    docs/methodology.md §8), so a run records it."""
+    import statistics
+
+    import torch
+
+    x = torch.zeros(1, device=device)
+    y = torch.empty_like(x)
+    cuda = device.startswith("cuda")
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    torch.add(x, 1, out=y)
+    sync()
+    blocks = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            torch.add(x, 1, out=y)
+        blocks.append(time.perf_counter() - t0)
+        sync()
+    return statistics.median(blocks) / calls * 1e6
 
 
 def ceilings(device: str) -> dict:
@@ -58,4 +88,5 @@ def ceilings(device: str) -> dict:
         t = median_seconds(lambda: torch.matmul(a, b), device, 10 if cuda else 3)
         out[f"matmul_tflops_{name}"] = 2 * n**3 / t / 1e12
     out["matmul_n"] = n
+    out["host_op_us"] = host_op_us(device)
     return out

@@ -82,7 +82,9 @@ def _builds(ctx: Context) -> str:
     ccols = [Col("label", "store"), Col("run_id", "run"), Col("device", "device"),
              Col("copy_gbps", "copy GB/s", f, numeric=True, title="device-to-device copy, bytes read + written"),
              Col("read_gbps", "read GB/s", f, numeric=True, title="float32 reduction, read only (recorded only)"),
-             *[Col(f"matmul_tflops_{d}", f"{d} matmul TFLOP/s", f, numeric=True) for d in ("bf16", "fp16", "fp32")]]
+             *[Col(f"matmul_tflops_{d}", f"{d} matmul TFLOP/s", f, numeric=True) for d in ("bf16", "fp16", "fp32")],
+             Col("host_op_us", "host µs / eager op", lambda v: f"{v:.2f}", numeric=True,
+                 title="the host's time to issue one small eager op: the pace of host-bound eager rows")]
     return out + table(ctx.table_id(), ccols, ceil_rows,
                        "Measured ceilings of each run: what % of ceiling divides by (matmul rate of the row's dtype; "
                        "copy bandwidth for decode)")
