@@ -126,3 +126,36 @@ def test_gpu_uuids_are_shortened_to_prefixes_that_still_differ():
     assert got["GPU-ee537f37-4f29-0978"] == "GPU-ee537f37"
     assert got["GPU-5cc530cd-9756-71c8"] == "GPU-5cc530cd-9" and got["GPU-5cc530cd-aaaa-0000"] == "GPU-5cc530cd-a"
     assert got["-"] == "-"
+
+
+def _host(db, cpu: str, op_us: float) -> None:
+    """Give every run of a store the host facts a measured run records."""
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE runs SET provenance = ?",
+                    (json.dumps({"host_cpu": cpu, "ceilings": {"host_op_us": op_us}}),))
+
+
+def test_runs_on_hosts_of_different_pace_are_named_with_their_host_bound_rows(cli, tmp_path):
+    import sqlite3
+
+    rows = rows_for({"w1": {"a": [10, 10, 10], "b": [20, 20, 20]}, "w2": {"a": [10, 10, 10], "b": [20, 20, 20]}})
+    a, b = store(cli, tmp_path, "a", rows), store(cli, tmp_path, "b", rows)
+    for db in (a, b):  # w1 (N 1024) host-bound, as a timed eager row over its kernel time says
+        with sqlite3.connect(db) as con:
+            con.execute("UPDATE attempts SET host_bound = 1 WHERE q_len = 1024")
+    _host(a, "CPU One", 8.0)
+    _host(b, "CPU Two", 8.4)  # 1.05x apart: within the spread one host shows
+    r = run(cli, tmp_path, a, b)
+    assert r["host_pace"] is None
+    assert {s["label"]: (s["host_cpus"], s["host_op_us"]) for s in r["sources"]} == {
+        "a": (["CPU One"], [8.0, 8.0]), "b": (["CPU Two"], [8.4, 8.4])}
+    _host(b, "CPU Two", 11.0)
+    r = run(cli, tmp_path, a, b)
+    assert r["host_pace"]["spread"] == pytest.approx(11.0 / 8.0)
+    assert r["host_pace"]["host_bound_rows"] == 2 * 6  # w1's rows in both stores
+    out = cli("analyze", a, b).out
+    assert "host 8.00 us/op" in out and "differ 1.38x in eager-op pace (8.00-11.00 us/op)" in out
+    assert "12 host-bound eager rows compare hosts" in out
+    assert max(len(line) for line in out.splitlines() if "host" in line) <= 80

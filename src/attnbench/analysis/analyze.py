@@ -49,15 +49,47 @@ def separated_summary(won: pd.DataFrame) -> list[dict]:
     return out
 
 
+HOST_PACE_SPREAD = 1.1  # runs whose hosts issue eager ops this much apart: host-bound eager rows compare hosts
+
+
+def host_paces(runs: list[dict], run_ids) -> tuple[list[str], list[float]]:
+    """The host CPU models (provenance `host_cpu`) and paces (ceilings `host_op_us`: host µs to issue
+    one small eager op) of the runs in `run_ids` that recorded them."""
+    cpus, paces = set(), []
+    for r in runs:
+        prov = r.get("provenance") or {}
+        if r.get("run_id") not in run_ids or not isinstance(prov, dict):
+            continue
+        if prov.get("host_cpu"):
+            cpus.add(str(prov["host_cpu"]))
+        pace = (prov.get("ceilings") or {}).get("host_op_us")
+        if pace:
+            paces.append(float(pace))
+    return sorted(cpus), paces
+
+
 def sources(df: pd.DataFrame, runs_by_label: dict, paths: dict) -> list[dict]:
     out = []
     for label in runs_by_label:
         d = df[df["label"] == label]
+        cpus, paces = host_paces(runs_by_label[label], set(d["run_id"]))
         out.append({"label": label, "path": str(paths.get(label, "")), "attempts": int(len(d)),
                     "devices": sorted(d["device_name"].dropna().astype(str).unique().tolist()),
                     "torch_versions": sorted(d["torch_version"].dropna().astype(str).unique().tolist()),
-                    "tags": sorted(d["tag"].dropna().astype(str).unique().tolist())})
+                    "tags": sorted(d["tag"].dropna().astype(str).unique().tolist()),
+                    "host_cpus": cpus, "host_op_us": [min(paces), max(paces)] if paces else None})
     return out
+
+
+def host_pace_note(df: pd.DataFrame, srcs: list[dict]) -> dict | None:
+    """Where the runs' hosts issue eager ops more than HOST_PACE_SPREAD apart: the spread and the
+    host-bound eager OK rows, whose times are the host's as much as the device's (methodology 4.7)."""
+    paces = [p for s in srcs if s["host_op_us"] for p in s["host_op_us"]]
+    if len(paces) < 2 or max(paces) < HOST_PACE_SPREAD * min(paces):
+        return None
+    hb = pd.to_numeric(df.get("host_bound", pd.Series(dtype=float)), errors="coerce").fillna(0).astype(bool)
+    rows = int(((df["status"] == "OK") & hb).sum())
+    return {"spread": max(paces) / min(paces), "min_us": min(paces), "max_us": max(paces), "host_bound_rows": rows}
 
 
 def analyze(df: pd.DataFrame, runs_by_label: dict[str, list[dict]], by: str = "label",
@@ -74,7 +106,8 @@ def analyze(df: pd.DataFrame, runs_by_label: dict[str, list[dict]], by: str = "l
                 for device, c in ceilings_by_device(runs).items()}
     pairs = pair_table(matched, by_environment=by in ("label", "device_name", "device_uuid"))
     eff = efficiency(won, ceilings)
-    return {"by": by, "sources": sources(df, runs_by_label, paths or {}), "definitions": definitions(),
+    srcs = sources(df, runs_by_label, paths or {})
+    return {"by": by, "sources": srcs, "host_pace": host_pace_note(df, srcs), "definitions": definitions(),
             "winners": {"separated": separated_summary(won),
                         "rows": _records(won[[c for c in WINNER_COLS if c in won.columns]]) if not won.empty else []},
             "transfer": transfer_table(matched),

@@ -10,8 +10,16 @@ SHORT_PAIRS = 6  # above this many ordered pairs the terminal shows transfer ove
 def sources_lines(result: dict) -> list[str]:
     out = [f"analyze by {result['by']}: {len(result['sources'])} store(s); time = median of per-repeat medians"]
     for s in result["sources"]:
+        pace = s.get("host_op_us")
+        host = (f", host {pace[0]:.2f} us/op" if pace[0] == pace[1] else
+                f", host {pace[0]:.2f}-{pace[1]:.2f} us/op") if pace else ""
         out.append(f"  {s['label']}: {s['attempts']} attempts, {', '.join(s['devices']) or 'no device'}, "
-                   f"torch {', '.join(s['torch_versions']) or '?'}")
+                   f"torch {', '.join(s['torch_versions']) or '?'}{host}")
+    note = result.get("host_pace")
+    if note:
+        out.append(f"  the hosts differ {note['spread']:.2f}x in eager-op pace ({note['min_us']:.2f}-"
+                   f"{note['max_us']:.2f} us/op):")
+        out.append(f"  {note['host_bound_rows']} host-bound eager rows compare hosts as much as devices")
     return out
 
 
