@@ -7,11 +7,11 @@
   ledger [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       Every part's rows and runs in one store: the sweep's wall (each run's, start-up included) over its
       timed samples, per part and in all, how much of the grid's plan has a row, what later repeats
-      cost against repeat 0 (in its run, and resumed in a later part with the carried compiler cache),
-      how long the rest takes and where the sweep's wall / timed would end (each attempt left costing what its repeat-0 row
-      cost, with and without its first call), and the slimmed store the next part resumes from,
-      rebuilt from the kept parts; never one with fewer attempts than the one it replaces (a part's
-      rows set aside by scripts/device_slim.sh would otherwise be measured again).
+      cost against repeat 0 (in its run, and resumed in a later part with the carried compiler
+      cache), how long the rest takes and where the sweep's wall / timed would end (each attempt left
+      costing what its repeat-0 row cost, with and without its first call), and the slimmed store
+      the next part resumes from, rebuilt from the kept parts; never one with fewer attempts than the
+      one it replaces (a part's rows set aside by scripts/device_slim.sh would be measured again).
 
   take DIR [--name port] [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       What a part's last call returned (DIR: the call's files): its NAME-segK.* rows and runs into
