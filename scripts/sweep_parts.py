@@ -18,7 +18,8 @@
       --dir, its compiler cache pieces NAME.cache.txz.NN beside --carry in place of the last part's
       (checked to be one whole archive first; none returned keeps the last ones); then the ledger.
       Where the returned cache left out a compiler's part for size (pack), the carried archive's
-      part is kept beside it: the part started from it, so it is older but still valid.
+      part is kept beside it: the part started from it, so it is older but still valid. Run it with
+      the earlier parts' rows in --dir (after `bash scripts/device_slim.sh restore`).
   pack CACHE --out DIR --name NAME
       A part's compiler cache (the folder `run` keeps beside the store) as an xz-compressed tar in
       12 MiB pieces DIR/NAME.cache.txz.NN, four at most (what one device call returns and carries):
