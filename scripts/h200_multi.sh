@@ -65,5 +65,9 @@ for phase, (wall, rc) in walls.items():
             phases[name] = phases.get(name, 0.0) + sec
     print("  phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])))
 if "one" in walls and "shard" in walls:
-    print(f"sharded / one GPU: {walls['shard'][0] / walls['one'][0]:.2f} (target <= 0.55)")
+    if walls["one"][1] or walls["shard"][1]:  # cut at its limit or failed: the grid is not finished
+        print(f"no sharded / one GPU ratio: a phase did not finish (exit status one {walls['one'][1]}, "
+              f"shard {walls['shard'][1]}); call again to resume it")
+    else:
+        print(f"sharded / one GPU: {walls['shard'][0] / walls['one'][0]:.2f} (target <= 0.55)")
 PY

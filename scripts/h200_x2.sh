@@ -43,10 +43,15 @@ case ${STEP:?STEP=ratio|replicate|tests} in
     fi
     if [ -e /tmp/x2s/ended ] && [ -e /tmp/x2o/ended ]; then
       python3 - <<'PY'
+import os
+import sys
 def wall(d):
     return float(open(f"/tmp/{d}/ended").read()) - float(open(f"/tmp/{d}/started").read())
+# a run that failed or was cut at its LIMIT did not finish the grid: its wall is no ratio's term
+rc = {d: open(f"/tmp/{d}/rc").read().strip() for d in ("x2s", "x2o")}
+if set(rc.values()) != {"0"}:
+    sys.exit(f"no ratio: a run did not finish (exit status {rc}; the logs: /tmp/x2s/log, /tmp/x2o/log)")
 s, o = wall("x2s"), wall("x2o")
-import os
 print(f"{os.environ.get('GRID', 'quick')} grid, 3 repeats: two devices {s:.1f} s, one {o:.1f} s: {s / o:.3f} (target <= 0.55)")
 PY
     fi
