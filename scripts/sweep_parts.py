@@ -171,8 +171,11 @@ def ledger(args) -> None:
         for run_id, rows in df.groupby("run_id", sort=False):  # each part: one uninterrupted run
             p = run_overview(rows, runs)
             ratio = f"{p['wall_over_timed']:.2f}" if p["wall_over_timed"] else "-"
+            prov = next((r.get("provenance") or {} for r in runs if r["run_id"] == run_id), {})
+            pace = (prov.get("ceilings") or {}).get("host_op_us") if isinstance(prov, dict) else None
+            host = f", host {pace:.2f} us/op" if pace else ""  # the lent host's pace (parts from 8 on)
             print(f"  run {run_id}: {p['attempts']} rows, wall {p['sweep_wall_s']:.0f} s, "
-                  f"timed {p['timed_s']:.1f} s, wall / timed {ratio}")
+                  f"timed {p['timed_s']:.1f} s, wall / timed {ratio}{host}")
         o = run_overview(df, runs)
         todo = todo_attempts(s, runs[-1]["provenance"]) if runs else None
         eta = Remaining(todo, typical_wall(s.ok_walls())).seconds() if todo else None

@@ -168,14 +168,14 @@ def test_pack_and_unpack_without_the_xz_tool(parts, tmp_path, monkeypatch):
     assert _tree(tmp_path / "back") == _tree(cache)
 
 
-def _part(parts_dir: Path, name: str, rows: list[dict]) -> None:
+def _part(parts_dir: Path, name: str, rows: list[dict], provenance: dict | None = None) -> None:
     """One kept part: its rows and runs table as `segment` writes them."""
     from attnbench.store.db import Store
     from attnbench.store.io import export
 
     s = Store(str(parts_dir / f"{name}.sqlite"))
     for r in rows:
-        s.ensure_run({"run_id": r["run_id"], "tag": "default"})
+        s.ensure_run({"run_id": r["run_id"], "tag": "default", "provenance": provenance or {}})
         s.insert(r)
     export(s, None, parts_dir / f"{name}.jsonl.gz")
     export(s, None, parts_dir / f"{name}.runs.jsonl", table="runs")
@@ -202,9 +202,12 @@ def test_the_ledger_never_writes_a_resume_store_with_fewer_attempts_than_the_car
             return {r[0] for r in con.execute("SELECT attempt_key FROM attempts")}
 
     assert keys() == {"key0000", "key0001", "key0002"}
-    _part(kept, "port-seg2", [make_row(i, run_id="run-2") for i in range(3, 5)])
+    _part(kept, "port-seg2", [make_row(i, run_id="run-2") for i in range(3, 5)], {"ceilings": {"host_op_us": 9.5}})
+    capsys.readouterr()
     parts.ledger(args)
     assert len(keys()) == 5
+    lines = capsys.readouterr().out.splitlines()  # each part's line names its host's pace where recorded
+    assert [line.endswith(", host 9.50 us/op") for line in lines if line.startswith("  run run-")] == [False, True]
     before = carry.read_bytes()
     # the first part's rows set aside (as during a device call): the rebuilt store would lack them
     aside = tmp_path / "aside"
