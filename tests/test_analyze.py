@@ -159,3 +159,18 @@ def test_runs_on_hosts_of_different_pace_are_named_with_their_host_bound_rows(cl
     assert "host 8.00 us/op" in out and "differ 1.38x in eager-op pace (8.00-11.00 us/op)" in out
     assert "12 host-bound eager rows compare hosts" in out
     assert max(len(line) for line in out.splitlines() if "host" in line) <= 80
+
+
+def test_the_nodes_of_one_run_that_differ_in_pace_are_named_too(cli, tmp_path):
+    import sqlite3
+
+    a = store(cli, tmp_path, "a", rows_for({"w1": {"a": [10, 10, 10], "b": [20, 20, 20]}}))
+    nodes = [{"label": "n0:cuda:0", "host_cpu": "CPU One", "ceilings": {"host_op_us": 8.0}},
+             {"label": "n1:cuda:0", "host_cpu": "CPU Two", "ceilings": {"host_op_us": 12.0}}]
+    with sqlite3.connect(a) as con:  # a Ray run over two nodes: each device's ceilings measured on its node
+        con.execute("UPDATE runs SET provenance = ?", (json.dumps({"devices": nodes}),))
+        con.execute("UPDATE attempts SET host_bound = 1 WHERE backend = 'a'")
+    r = run(cli, tmp_path, a)
+    (src,) = r["sources"]
+    assert src["host_cpus"] == ["CPU One", "CPU Two"] and src["host_op_us"] == [8.0, 12.0]
+    assert r["host_pace"]["spread"] == pytest.approx(1.5) and r["host_pace"]["host_bound_rows"] == 3

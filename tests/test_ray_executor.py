@@ -105,6 +105,7 @@ def test_two_actors_run_a_grid_with_the_local_executors_statuses(cluster, tmp_pa
     assert all(len(v) == 1 for v in by_workload.values())  # a workload's backends share one actor
     assert {r["device_index"] for r in ran} == {0, 1}  # both actors got a group
     assert prov["executor"] == "ray" and [d["label"] for d in prov["devices"]] == ["cpu:0", "cpu:1"]
+    assert all(d["host_cpu"] for d in prov["devices"])  # each node's CPU, beside its ceilings
     assert set(prov["models"]) == {rows[0]["device_name"]}
     assert report.overhead_s["worker_start"] > 0  # the actors' ledgers reach the run's record
 

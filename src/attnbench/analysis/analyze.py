@@ -54,17 +54,19 @@ HOST_PACE_SPREAD = 1.1  # runs whose hosts issue eager ops this much apart: host
 
 def host_paces(runs: list[dict], run_ids) -> tuple[list[str], list[float]]:
     """The host CPU models (provenance `host_cpu`) and paces (ceilings `host_op_us`: host µs to issue
-    one small eager op) of the runs in `run_ids` that recorded them."""
+    one small eager op) of the runs in `run_ids` that recorded them: the run's own, and each of its
+    devices' (`devices`: several GPUs, or a Ray cluster's nodes, each measured where it runs)."""
     cpus, paces = set(), []
     for r in runs:
         prov = r.get("provenance") or {}
         if r.get("run_id") not in run_ids or not isinstance(prov, dict):
             continue
-        if prov.get("host_cpu"):
-            cpus.add(str(prov["host_cpu"]))
-        pace = (prov.get("ceilings") or {}).get("host_op_us")
-        if pace:
-            paces.append(float(pace))
+        for where in (prov, *(d for d in prov.get("devices") or [] if isinstance(d, dict))):
+            if where.get("host_cpu"):
+                cpus.add(str(where["host_cpu"]))
+            pace = (where.get("ceilings") or {}).get("host_op_us")
+            if pace:
+                paces.append(float(pace))
     return sorted(cpus), paces
 
 

@@ -268,7 +268,8 @@ class RayExecutor:
                   for name, i in self._models.items()}
         prov = {**first, "executor": "ray", "replicate": self.replicate, "models": models,
                 "devices": [{"label": lane.label, "node": lane.info["node"], **p.to_record(),
-                             "ceilings": lane.info["provenance"].get("ceilings")}
+                             "ceilings": lane.info["provenance"].get("ceilings"),
+                             "host_cpu": lane.info["provenance"].get("host_cpu")}
                             for lane, p in zip(self.lanes, self.placements)]}
         self.started = Started(prov, DeviceInfo.from_dict(first["device"]), Placement(self.placements[0].device_name))
         return self.started
