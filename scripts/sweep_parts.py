@@ -48,6 +48,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnbench.analysis.analyze import host_paces
 from attnbench.analysis.overview import run_overview, timed_seconds
 from attnbench.analysis.stats import json_dict
 from attnbench.runner.eta import Remaining, duration, typical_wall
@@ -111,6 +112,11 @@ def todo_attempts(store: Store, provenance: dict) -> list | None:
     return [a for a in attempts if a.key not in done and not a.planned]
 
 
+def first_calls(rows: pd.DataFrame) -> list[float]:
+    """Each row's first call (compiles) in seconds: its cold_call phase, 0 where it has none."""
+    return [json_dict(p).get("cold_call", 0.0) for p in rows["phases_s"]]
+
+
 def remaining_cost(ok: pd.DataFrame, todo: list) -> dict:
     """What the attempts left would add, each at the OK row of its backend and workload in repeat 0
     (a later repeat repeats it), else at the mean of repeat 0's OK rows of its backend and mode (of
@@ -118,8 +124,7 @@ def remaining_cost(ok: pd.DataFrame, todo: list) -> dict:
     later repeat loads from the compiler cache that repeat 0 filled, where it holds them). Attempts
     with neither are `unmatched`."""
     first = ok[ok["repeat"] == 0]
-    first = first.assign(first_call=[json_dict(p).get("cold_call", 0.0) for p in first["phases_s"]],
-                         timed=timed_seconds(first)).dropna(subset=["timed"])  # rows whose samples were kept
+    first = first.assign(first_call=first_calls(first), timed=timed_seconds(first)).dropna(subset=["timed"])  # rows whose samples were kept
     cols = ["wall_s", "timed", "first_call"]
     same = first.groupby(["backend", "workload_key"])[cols].first()
     alike = first.groupby(["backend", "mode"])[cols].mean()
@@ -147,9 +152,6 @@ def later_vs_first(ok: pd.DataFrame) -> dict:
     base = first.loc[list(zip(later["backend"], later["workload_key"]))]
     same = later["run_id"].to_numpy() == base["run_id"].to_numpy()
 
-    def cold(frame):
-        return sum(json_dict(p).get("cold_call", 0.0) for p in frame["phases_s"])
-
     def over(a, b):
         return a / b if b else float("nan")
 
@@ -157,7 +159,7 @@ def later_vs_first(ok: pd.DataFrame) -> dict:
     for name, mask in (("the same run", same), ("an earlier part", ~same)):
         lt, bs = later[mask], base[mask]
         out[name] = {"rows": len(lt), "wall": over(float(lt["wall_s"].sum()), float(bs["wall_s"].sum())),
-                     "first_call": over(cold(lt), cold(bs))}
+                     "first_call": over(sum(first_calls(lt)), sum(first_calls(bs)))}
     return out
 
 
@@ -171,9 +173,8 @@ def ledger(args) -> None:
         for run_id, rows in df.groupby("run_id", sort=False):  # each part: one uninterrupted run
             p = run_overview(rows, runs)
             ratio = f"{p['wall_over_timed']:.2f}" if p["wall_over_timed"] else "-"
-            prov = next((r.get("provenance") or {} for r in runs if r["run_id"] == run_id), {})
-            pace = (prov.get("ceilings") or {}).get("host_op_us") if isinstance(prov, dict) else None
-            host = f", host {pace:.2f} us/op" if pace else ""  # the lent host's pace (parts from 8 on)
+            paces = host_paces(runs, {run_id})[1]  # the lent host's pace (parts from 8 on)
+            host = f", host {paces[0]:.2f} us/op" if paces else ""
             print(f"  run {run_id}: {p['attempts']} rows, wall {p['sweep_wall_s']:.0f} s, "
                   f"timed {p['timed_s']:.1f} s, wall / timed {ratio}{host}")
         o = run_overview(df, runs)
