@@ -7,9 +7,10 @@
   ledger [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       Every part's rows and runs in one store: the sweep's wall (each run's, start-up included) over its
       timed samples, per part and in all, how much of the grid's plan has a row, what later repeats
-      cost against repeat 0 (in its run, and resumed in a later part with the carried compiler
-      cache), how long the rest takes and where the sweep's wall / timed would end (each attempt left
-      costing what its repeat-0 row cost, with and without its first call), and the slimmed store
+      cost against repeat 0 (in its run; in a later part that resumed the compiler cache repeat 0's
+      part kept; in a later part without it), how long the rest takes and where the sweep's wall /
+      timed would end (each attempt left costing what its repeat-0 row cost, with and without its
+      first call, and with the carried rows' ratio for those whose compiles a kept cache holds), and the slimmed store
       the next part resumes from, rebuilt from the kept parts; never one with fewer attempts than the
       one it replaces (a part's rows set aside by scripts/device_slim.sh would be measured again).
 
@@ -117,46 +118,80 @@ def first_calls(rows: pd.DataFrame) -> list[float]:
     return [json_dict(p).get("cold_call", 0.0) for p in rows["phases_s"]]
 
 
-def remaining_cost(ok: pd.DataFrame, todo: list) -> dict:
+def remaining_cost(ok: pd.DataFrame, todo: list, carried: set | None = None) -> dict:
     """What the attempts left would add, each at the OK row of its backend and workload in repeat 0
     (a later repeat repeats it), else at the mean of repeat 0's OK rows of its backend and mode (of
     rows whose samples were kept): wall, timed samples, and the first calls within that wall (which a
     later repeat loads from the compiler cache that repeat 0 filled, where it holds them). Attempts
-    with neither are `unmatched`."""
+    with neither are `unmatched`. `carried`: the (backend, workload key) pairs whose compiles a kept
+    cache holds; the attempts among them are counted (`carried`) and their wall summed (`carried_wall`)."""
     first = ok[ok["repeat"] == 0]
     first = first.assign(first_call=first_calls(first), timed=timed_seconds(first)).dropna(subset=["timed"])  # rows whose samples were kept
     cols = ["wall_s", "timed", "first_call"]
     same = first.groupby(["backend", "workload_key"])[cols].first()
     alike = first.groupby(["backend", "mode"])[cols].mean()
-    out = dict.fromkeys(cols, 0.0) | {"unmatched": 0}
+    out = dict.fromkeys(cols, 0.0) | {"unmatched": 0, "carried": 0, "carried_wall": 0.0}
     for a in todo:
         for table, key in ((same, (a.backend.name, a.workload.key())), (alike, (a.backend.name, a.workload.mode))):
             if key in table.index:
                 for c in cols:
                     out[c] += float(table.at[key, c])
+                if (a.backend.name, a.workload.key()) in (carried or ()):
+                    out["carried"] += 1
+                    out["carried_wall"] += float(table.at[key, "wall_s"])
                 break
         else:
             out["unmatched"] += 1
     return out
 
 
-def later_vs_first(ok: pd.DataFrame) -> dict:
+def cache_kept(provenance: dict) -> bool:
+    """Whether a run's compiler cache outlived it for a later run to load: provenance compile_cache
+    "kept"; for a run from before that field, a named cache or the sweep's beside its store (its
+    folder is the store's name + ".compile-cache", which `run` keeps until the sweep has finished)."""
+    c = provenance.get("compile_cache") or {}
+    if "kept" in c:
+        return bool(c["kept"])
+    return c.get("kind") == "named" or str(c.get("dir", "")).endswith(".compile-cache")
+
+
+def cache_resumed(provenance: dict) -> bool:
+    """Whether a run began with compiles kept by an earlier one (a resumed sweep cache, or a named one)."""
+    return (provenance.get("compile_cache") or {}).get("kind") in ("resumed", "named")
+
+
+def carried_pairs(ok: pd.DataFrame, provenances: dict) -> set:
+    """The (backend, workload key) pairs with an OK row from a run that kept its compiler cache: what a
+    later part resuming that cache need not compile again (where the pieces carried held it all)."""
+    kept = {r for r, p in provenances.items() if cache_kept(p)}
+    mine = ok[ok["run_id"].isin(kept)]
+    return set(zip(mine["backend"], mine["workload_key"]))
+
+
+LATER = ("the same run", "an earlier part, its compiles carried", "an earlier part, its compiles not carried")
+
+
+def later_vs_first(ok: pd.DataFrame, provenances: dict) -> dict:
     """Later repeats' OK rows against their backend and workload's repeat-0 row, apart for a repeat 0
-    of the same run (its compiler cache and processes were the run's) and of an earlier part: how
-    many rows, and their summed wall and first calls over those of repeat 0 (NaN where repeat 0's sum
-    is 0): what the compiler cache spared a later repeat, or what it cost on top when it held nothing."""
+    of the same run (its compiler cache and processes were the run's), of an earlier part that kept
+    its compiler cache for a later part that resumed it, and of an earlier part whose compiles were
+    not carried (provenances: run id -> provenance): how many rows, and their summed wall and first
+    calls over those of repeat 0 (NaN where repeat 0's sum is 0): what the compiler cache spared a
+    later repeat, or what it cost on top when it held nothing."""
     first = ok[ok["repeat"] == 0].drop_duplicates(["backend", "workload_key"]).set_index(["backend", "workload_key"])
     later = ok[ok["repeat"] > 0]
     later = later[pd.Series([k in first.index for k in zip(later["backend"], later["workload_key"])],
                             index=later.index, dtype=bool)]
     base = first.loc[list(zip(later["backend"], later["workload_key"]))]
     same = later["run_id"].to_numpy() == base["run_id"].to_numpy()
+    carried = pd.Series([cache_kept(provenances.get(b, {})) and cache_resumed(provenances.get(lt, {}))
+                         for lt, b in zip(later["run_id"], base["run_id"])], dtype=bool).to_numpy()
 
     def over(a, b):
         return a / b if b else float("nan")
 
     out = {}
-    for name, mask in (("the same run", same), ("an earlier part", ~same)):
+    for name, mask in zip(LATER, (same, ~same & carried, ~same & ~carried)):
         lt, bs = later[mask], base[mask]
         out[name] = {"rows": len(lt), "wall": over(float(lt["wall_s"].sum()), float(bs["wall_s"].sum())),
                      "first_call": over(sum(first_calls(lt)), sum(first_calls(bs)))}
@@ -189,15 +224,22 @@ def ledger(args) -> None:
             print(f"left: {len(todo)} attempts, about {duration(eta)} at the parts' median walls "
                   "(runner/eta.py; repeat 0's first calls included, a later repeat's from the slices)")
             ok = df[df["status"] == "OK"]
-            for name, lv in later_vs_first(ok).items():
+            provenances = {r["run_id"]: r["provenance"] for r in runs}
+            later = later_vs_first(ok, provenances)
+            for name, lv in later.items():
                 if lv["rows"]:
                     print(f"later repeats, repeat 0 in {name}: {lv['rows']} OK rows took {lv['wall']:.2f}x "
                           f"the wall of their repeat-0 rows, first calls {lv['first_call']:.2f}x")
-            c = remaining_cost(ok, todo)
+            c = remaining_cost(ok, todo, carried_pairs(ok, provenances))
             w, t = o["sweep_wall_s"] + c["wall_s"], o["timed_s"] + c["timed"]
             print(f"projected at the end, each attempt left as its repeat-0 row: wall / timed "
                   f"{w / t:.2f} ({duration(c['wall_s'])} more), {(w - c['first_call']) / t:.2f} if the cache "
                   f"spares every first call of theirs ({c['unmatched']} attempts without a row to go by)")
+            hit = later[LATER[1]]
+            if c["carried"] and hit["rows"]:  # the attempts a kept cache compiled, at what carried rows took
+                wc = w - c["carried_wall"] * (1 - hit["wall"])
+                print(f"  {wc / t:.2f} if the {c['carried']} attempts left whose compiles a kept cache holds "
+                      f"take {hit['wall']:.2f}x their repeat-0 wall, as the carried rows did")
         lost = carried_keys(args.carry, tmp) - (set(df["attempt_key"]) if len(df) else set())
         if lost:  # a resume store that shrank would measure those attempts again: a session's part
             raise SystemExit(f"sweep_parts: the kept parts in {args.dir} lack {len(lost)} attempts that "

@@ -626,8 +626,8 @@ def test_a_sweeps_compiler_cache_is_kept_beside_its_store_until_the_sweep_has_fi
     assert res.rc == 0, res.err
     assert len(rows_of(db)) == 2 and seen[-1] == str(cache.resolve()) and not cache.exists()
     first, resumed = (r["provenance"]["compile_cache"] for r in Store(db, readonly=True).runs())
-    assert first == {"kind": "fresh", "dir": str(cache.resolve())}
-    assert resumed == {"kind": "resumed", "dir": str(cache.resolve())}
+    assert first == {"kind": "fresh", "dir": str(cache.resolve()), "kept": True}
+    assert resumed == {"kind": "resumed", "dir": str(cache.resolve()), "kept": True}
 
     (tmp_path / "f.sqlite.compile-cache").write_text("not a directory")
     res = cli(*argv[:-1], tmp_path / "f.sqlite")

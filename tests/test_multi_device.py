@@ -366,6 +366,8 @@ def test_an_interrupt_kills_a_busy_device_and_resume_completes_the_plan(tmp_path
     rows = rows_of(tmp_path / "s.sqlite")
     assert report.resumed == 1 and sorted(r["attempt_key"] for r in rows) == sorted(a.key for a in report.attempts)
     assert Counter(r["status"] for r in rows) == {"OK": 2, "TIMEOUT": 2}
+    # each run's devices shared a cache of its own, removed at its end: nothing a later run can load
+    assert [r["provenance"]["compile_cache"]["kept"] for r in store.runs()] == [False, False]
     store.close()
 
 

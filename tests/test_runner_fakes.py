@@ -722,6 +722,7 @@ def test_compile_workers_use_the_runs_own_compiler_cache(tmp_path, named, device
     prov = json.loads(sqlite3.connect(db).execute("SELECT provenance FROM runs").fetchone()[0])
     used = prov["compile_cache"]["dir"]
     assert prov["compile_cache"]["kind"] == ("named" if named else "fresh")
+    assert prov["compile_cache"]["kept"] is True  # for a later run: the sweep's until it has finished, or the named one
     for row in rows:  # every device's workers compiled into the one cache
         assert f"cache={used}/inductor triton={used}/triton" in row["reason"]
     assert prov["compile_workers_env"]["TORCHINDUCTOR_CACHE_DIR"] == f"{used}/inductor"

@@ -230,11 +230,24 @@ def test_later_repeats_are_set_against_their_repeat0_row_apart_for_the_same_run_
     ok = pd.DataFrame([
         r("a", "w1", 0, "p1", 10.0, 4.0), r("a", "w2", 0, "p1", 6.0, 2.0),
         r("a", "w1", 1, "p1", 7.0, 1.0), r("a", "w1", 2, "p1", 8.0, 2.0),  # the same run: 15 / 20 s, 3 / 8 s
-        r("a", "w2", 1, "p2", 9.0, 3.0),  # a later part: 9 / 6 s, 3 / 2 s
+        r("a", "w2", 1, "p2", 9.0, 3.0),  # a later part, p1's cache not kept: 9 / 6 s, 3 / 2 s
+        r("a", "w3", 0, "p2", 10.0, 5.0), r("a", "w3", 1, "p3", 8.0, 1.0),  # p2 kept it, p3 resumed it
+        r("a", "w4", 0, "p2", 10.0, 5.0), r("a", "w4", 1, "p4", 11.0, 6.0),  # p4 began with a fresh one
         r("b", "w9", 1, "p2", 99.0, 99.0),  # no repeat-0 row: not compared
     ])
-    got = parts.later_vs_first(ok)
-    assert got["the same run"] == {"rows": 2, "wall": pytest.approx(0.75), "first_call": pytest.approx(3 / 8)}
-    assert got["an earlier part"] == {"rows": 1, "wall": pytest.approx(1.5), "first_call": pytest.approx(1.5)}
-    none = parts.later_vs_first(ok[ok["repeat"] == 0])
-    assert none["the same run"]["rows"] == 0 and none["an earlier part"]["rows"] == 0
+    temp = {"compile_cache": {"kind": "fresh", "dir": "/tmp/attnbench-compile-x1"}}  # before "kept": by its folder
+    beside = {"compile_cache": {"kind": "fresh", "dir": "/tmp/port/run.sqlite.compile-cache"}}
+    provenances = {"p1": temp, "p2": beside, "p3": {"compile_cache": {"kind": "resumed", "dir": "d", "kept": True}},
+                   "p4": {"compile_cache": {"kind": "fresh", "dir": "d", "kept": True}}}
+    same, carried, not_carried = parts.LATER
+    got = parts.later_vs_first(ok, provenances)
+    assert got[same] == {"rows": 2, "wall": pytest.approx(0.75), "first_call": pytest.approx(3 / 8)}
+    assert got[carried] == {"rows": 1, "wall": pytest.approx(0.8), "first_call": pytest.approx(0.2)}
+    assert got[not_carried] == {"rows": 2, "wall": pytest.approx(20 / 16), "first_call": pytest.approx(9 / 7)}
+    none = parts.later_vs_first(ok[ok["repeat"] == 0], provenances)
+    assert [none[k]["rows"] for k in parts.LATER] == [0, 0, 0]
+    # the attempts left whose compiles a kept cache holds: those with an OK row from p2, p3 or p4
+    pairs = parts.carried_pairs(ok, provenances)
+    assert pairs == {("a", "w2"), ("a", "w3"), ("a", "w4"), ("b", "w9")}  # any repeat compiles it
+    c = parts.remaining_cost(ok, [attempt("a", "w3", "prefill", 2), attempt("a", "w1", "prefill", 2)], pairs)
+    assert c["carried"] == 1 and c["carried_wall"] == pytest.approx(10.0) and c["wall_s"] == pytest.approx(20.0)

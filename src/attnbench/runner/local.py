@@ -35,6 +35,7 @@ class LocalConfig:
     # neighbour); None: the executor makes a fresh one
     run_cache: str | None = None
     run_cache_resumed: bool = False  # run_cache held an interrupted run's compiled code when this run began
+    run_cache_kept: bool = True  # run_cache outlives the run (the sweep's); False: the caller removes it at the end
 
 
 def worker_slot(backend, strict_isolation: bool = False) -> str | None:
@@ -171,7 +172,10 @@ class LocalExecutor(BaseExecutor):
         w = self._get("shared")
         t0 = time.perf_counter()
         kind = "named" if self.cfg.compile_cache else "resumed" if self.cfg.run_cache_resumed else "fresh"
-        cache = {"kind": kind, "dir": self.cache_dir}
+        # kept: a later run can load what this one compiles (a named cache; the sweep's beside its store
+        # until the sweep has finished), which is what lets a later repeat in a later part skip its compiles
+        kept = bool(self.cfg.compile_cache) or (bool(self.cfg.run_cache) and self.cfg.run_cache_kept)
+        cache = {"kind": kind, "dir": self.cache_dir, "kept": kept}
         res = w.call({"op": "provenance", "device": device, "seed": self.cfg.seed, "compile_cache": cache}, 600)
         if not res.get("ok"):
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")

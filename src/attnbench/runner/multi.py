@@ -131,7 +131,7 @@ class MultiExecutor:
         self._run_cache = None
         if not cfg.compile_cache and not cfg.run_cache:
             self._run_cache = tempfile.TemporaryDirectory(prefix="attnbench-compile-")
-            cfg = dataclasses.replace(cfg, run_cache=self._run_cache.name)
+            cfg = dataclasses.replace(cfg, run_cache=self._run_cache.name, run_cache_kept=False)
         self.cores = core_sets(len(devices)) if pin else [None] * len(devices)
         self.execs = [make(cfg, d.torch_device, c) for d, c in zip(devices, self.cores)]
         self.placements: list[Placement] = []
