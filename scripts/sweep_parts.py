@@ -10,9 +10,10 @@
       cost against repeat 0 (in its run; in a later part that resumed the compiler cache repeat 0's
       part kept; in a later part without it), how long the rest takes and where the sweep's wall /
       timed would end (each attempt left costing what its repeat-0 row cost, with and without its
-      first call, and with the carried rows' ratio for those whose compiles a kept cache holds), and the slimmed store
-      the next part resumes from, rebuilt from the kept parts; never one with fewer attempts than the
-      one it replaces (a part's rows set aside by scripts/device_slim.sh would be measured again).
+      first call, and at the carried rows' ratio for those whose compiles a kept cache holds), and
+      the slimmed store the next part resumes from, rebuilt from the kept parts; never one with
+      fewer attempts than the one it replaces (a part's rows set aside by scripts/device_slim.sh
+      would be measured again).
 
   take DIR [--name port] [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       What a part's last call returned (DIR: the call's files): its NAME-segK.* rows and runs into
