@@ -174,3 +174,20 @@ def test_the_nodes_of_one_run_that_differ_in_pace_are_named_too(cli, tmp_path):
     (src,) = r["sources"]
     assert src["host_cpus"] == ["CPU One", "CPU Two"] and src["host_op_us"] == [8.0, 12.0]
     assert r["host_pace"]["spread"] == pytest.approx(1.5) and r["host_pace"]["host_bound_rows"] == 3
+    assert (src["runs"], src["runs_paced"]) == (1, 1) and "did not record" not in cli("analyze", a).out
+
+
+def test_a_pace_that_only_some_of_a_stores_runs_recorded_says_so(cli, tmp_path):
+    import sqlite3
+
+    a = store(cli, tmp_path, "a", rows_for({"w1": {"a": [10, 10, 10], "b": [20, 20, 20]}}))
+    with sqlite3.connect(a) as con:  # the rows split over two runs, the later of which measured its host
+        con.execute("UPDATE attempts SET run_id = 'later' WHERE repeat = 2")
+        (prov,) = con.execute("SELECT provenance FROM runs").fetchone()
+        con.execute("INSERT INTO runs (run_id, provenance) VALUES ('later', ?)",
+                    (json.dumps(json.loads(prov) | {"ceilings": {"host_op_us": 9.0}}),))
+    (src,) = run(cli, tmp_path, a)["sources"]
+    assert (src["runs"], src["runs_paced"], src["host_op_us"]) == (2, 1, [9.0, 9.0])
+    out = cli("analyze", a).out
+    assert "host 9.00 us/op" in out and "host pace from 1 of its 2 runs (the others did not record it)" in out
+    assert max(len(line) for line in out.splitlines()) <= 80

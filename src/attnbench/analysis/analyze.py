@@ -74,12 +74,15 @@ def sources(df: pd.DataFrame, runs_by_label: dict, paths: dict) -> list[dict]:
     out = []
     for label in runs_by_label:
         d = df[df["label"] == label]
-        cpus, paces = host_paces(runs_by_label[label], set(d["run_id"]))
+        ids = set(d["run_id"])
+        cpus, paces = host_paces(runs_by_label[label], ids)
+        paced = sum(1 for i in ids if host_paces(runs_by_label[label], {i})[1])  # runs from before it went unrecorded
         out.append({"label": label, "path": str(paths.get(label, "")), "attempts": int(len(d)),
                     "devices": sorted(d["device_name"].dropna().astype(str).unique().tolist()),
                     "torch_versions": sorted(d["torch_version"].dropna().astype(str).unique().tolist()),
                     "tags": sorted(d["tag"].dropna().astype(str).unique().tolist()),
-                    "host_cpus": cpus, "host_op_us": [min(paces), max(paces)] if paces else None})
+                    "host_cpus": cpus, "host_op_us": [min(paces), max(paces)] if paces else None,
+                    "runs": len(ids), "runs_paced": paced})
     return out
 
 

@@ -15,6 +15,8 @@ def sources_lines(result: dict) -> list[str]:
                 f", host {pace[0]:.2f}-{pace[1]:.2f} us/op") if pace else ""
         out.append(f"  {s['label']}: {s['attempts']} attempts, {', '.join(s['devices']) or 'no device'}, "
                    f"torch {', '.join(s['torch_versions']) or '?'}{host}")
+        if pace and s.get("runs_paced", 0) < s.get("runs", 0):  # the others' hosts are unknown
+            out.append(f"    host pace from {s['runs_paced']} of its {s['runs']} runs (the others did not record it)")
     note = result.get("host_pace")
     if note:
         out.append(f"  the hosts differ {note['spread']:.2f}x in eager-op pace ({note['min_us']:.2f}-"
