@@ -195,6 +195,33 @@ def test_bad_ray_options_exit_2_and_write_nothing(cli, tmp_path, argv, text):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("address", ["localhost", "ray://head", "head:port", "head:0"])
+def test_an_address_that_names_no_head_is_refused_before_anything(cli, tmp_path, address):
+    pytest.importorskip("ray")
+    res = cli("run", "--executor", "ray", "--address", address, "--db", tmp_path / "s.sqlite")
+    assert res.rc == 2 and "expected auto, HOST:PORT" in res.err and len(res.err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_cluster_that_does_not_answer_is_one_line_at_once(cli, tmp_path, tiny):
+    """Nothing listens at the head named: exit 2 within seconds (Ray's own retries take minutes), no
+    store, no log."""
+    import socket
+    import time
+
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.perf_counter()
+    res = cli("run", "--executor", "ray", "--address", f"127.0.0.1:{port}", "--config", tiny, "--plugin", FAKES,
+              "--backends", "fake-good", "--db", tmp_path / "s.sqlite")
+    assert time.perf_counter() - t0 < 30
+    assert res.rc == 2 and f"could not reach the Ray cluster at 127.0.0.1:{port}" in res.err
+    assert len(res.err.strip().splitlines()) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["tiny.yaml"]
+
+
 def test_a_cluster_without_the_devices_is_a_usage_error(cluster, cli, tmp_path, tiny):
     """Three fake devices asked of an instance that has two: one line, exit 2, no row."""
     res = cli("run", "--executor", "ray", "--devices", "cpu:0,cpu:1,cpu:2", "--config", tiny, "--plugin", FAKES,

@@ -58,6 +58,12 @@ def _check_ray(args):
         raise UsageError("--executor ray needs Ray, which is not installed: pip install 'attnbench[ray]'") from None
     if args.device is not None:
         raise UsageError("--device and --executor ray exclude each other (use --devices all, or cpu:0,cpu:1)")
+    from ..runner.ray_exec import cluster_target
+
+    try:
+        cluster_target(args.address)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if args.devices is None or args.devices.strip() == "all":
         return None
     if not all(x.strip().startswith("cpu:") for x in args.devices.split(",")):

@@ -70,8 +70,9 @@ def build_parser() -> Parser:
                         "an actor lost mid-attempt has its attempts run again; needs pip install 'attnbench[ray]'). "
                         "With ray, --devices is all (default) or cpu:0,cpu:1 (fake CPU devices)")
     r.add_argument("--address", metavar="ADDR",
-                   help="with --executor ray: the Ray cluster to join (auto: the one `ray start` runs on this host, "
-                        "or ray://HOST:10001); default: start a local Ray instance for this run")
+                   help="with --executor ray: the Ray cluster to join (auto: the one `ray start` runs on this host; "
+                        "HOST:PORT or ray://HOST:10001: a head, which must answer within 5 s); default: start a "
+                        "local Ray instance for this run")
     r.add_argument("--db", default=DEFAULT_DB, help=f"SQLite store (default: ./{DEFAULT_DB})")
     r.add_argument("--repeats", type=int, default=3,
                    help="process-level repeats of every attempt (default 3: the fewest from which a lead's "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from dataclasses import replace
 from typing import Callable, Iterable
 
@@ -25,8 +26,38 @@ CPU_RESOURCE = "attnbench_cpu_device"  # a fake CPU device's custom Ray resource
 START_TIMEOUT_S = 900.0  # an actor's start: its workers, the provenance and the ceilings
 
 
+CONNECT_TIMEOUT_S = 5.0  # to reach a named cluster's head before Ray's own retries (a minute and more)
+
+
 class ClusterError(RuntimeError):
     """The Ray cluster cannot serve the request (too few devices, no GPU): one line, nothing written."""
+
+
+def cluster_target(address: str | None) -> tuple[str, int] | None:
+    """The head (host, port) that --address names, or None for none named (auto: the cluster `ray start`
+    runs on this host; local: a new instance). ValueError when it is neither HOST:PORT nor
+    ray://HOST:PORT."""
+    if address is None or address in ("auto", "local"):
+        return None
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--address {address!r}: expected auto, HOST:PORT (a cluster's head) or ray://HOST:PORT")
+    return host, int(port)
+
+
+def check_reachable(address: str) -> None:
+    """ClusterError, at once, when nothing listens at the head that `address` names (Ray itself would
+    retry for minutes); an address naming no head is left to Ray."""
+    target = cluster_target(address)
+    if target is None:
+        return
+    try:
+        socket.create_connection(target, timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        reason = e.strerror or str(e) or type(e).__name__  # a timeout has no strerror
+        raise ClusterError(f"could not reach the Ray cluster at {address}: {reason}") from None
 
 
 class DeviceActor:
@@ -174,6 +205,8 @@ class RayExecutor:
     def _connect(self) -> None:
         import ray
 
+        if self.address:  # named, it must answer (whether or not this process has joined an instance)
+            check_reachable(self.address)
         if ray.is_initialized():  # a caller's instance (tests): used, and left running
             return
         kw: dict = {"address": self.address or "local"}  # local: a new instance, not one `ray start` runs
