@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -384,7 +385,9 @@ def take(args) -> None:
             for f in pieces:
                 shutil.copyfile(f, carry / f.name)
             size, entries = sum(f.stat().st_size for f in pieces) / 2**20, len(names)
-        print(f"compiler cache for the next part: {len(pieces)} pieces, {size:.0f} MiB, {entries} entries")
+        per = Counter(n.split("/")[0] for n in names)  # what the next part can load, by compiler
+        print(f"compiler cache for the next part: {len(pieces)} pieces, {size:.0f} MiB, {entries} entries "
+              f"({', '.join(f'{k} {v}' for k, v in sorted(per.items()))})")
     ledger(args)
 
 

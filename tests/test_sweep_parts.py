@@ -136,7 +136,7 @@ def test_pack_keeps_the_largest_set_of_compilers_that_fits_and_unpack_restores_i
     assert parts.pack(cache, out, "port") == [] and not list(out.glob("port.cache.*"))
 
 
-def test_take_keeps_the_carried_compilers_that_the_returned_cache_left_out(parts, tmp_path, monkeypatch):
+def test_take_keeps_the_carried_compilers_that_the_returned_cache_left_out(parts, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(parts, "ledger", lambda args: None)
     got, kept, carry = tmp_path / "device", tmp_path / "results", tmp_path / "carry"
     for d in (got, kept, carry):
@@ -152,6 +152,10 @@ def test_take_keeps_the_carried_compilers_that_the_returned_cache_left_out(parts
     parts.unpack(pieces, tmp_path / "next")
     assert _tree(tmp_path / "next") == {"inductor/fx/a": "old a", "triton/k": "old k",
                                          "jax/j": "new j", "jax/j2": "new j2"}
+    # the line names what each compiler's part holds: JAX's two new entries, the others' carried one
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("compiler cache for the next part")]
+    per = dict(kv.split() for kv in line[line.index("(") + 1:-1].split(", "))
+    assert sorted(per) == ["inductor", "jax", "triton"] and int(per["jax"]) == int(per["triton"]) + 1
     # a returned cache with every compiler replaces the carried one whole
     parts.pack(_cache(tmp_path / "all", {"inductor/fx/b": "b", "triton/t": "t", "jax/j": "j"}), got, "port")
     parts.take(SimpleNamespace(src=str(got), name="port", dir=str(kept), carry=str(carry / "port.sqlite.gz")))
