@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from attnbench.backends.registry import load_plugin_file
+from attnbench.measure.timing import TimingConfig
 from attnbench.runner import planner
 from attnbench.runner.conduct import Observer, RunRequest, conduct
 from attnbench.runner.eta import DEFAULT_ATTEMPT_S, estimate, typical_sampled, typical_wall
@@ -356,13 +357,14 @@ def test_an_interrupt_kills_a_busy_device_and_resume_completes_the_plan(tmp_path
     seed = next(s for s in range(100) if firsts(s) == {"fake-good", "fake-hang"})  # one device hangs at once
     req = request(workloads=ws, backends=bs, repeats=1, seed=seed)
     store = Store(tmp_path / "s.sqlite")
-    fast = dict(plugins=[FAKES], seed=seed, log_path=str(tmp_path / "log"))
+    # a short stopping rule: fake-good ends well inside the resumed run's timeout, which ends the hangs
+    fast = dict(plugins=[FAKES], seed=seed, log_path=str(tmp_path / "log"), timing=TimingConfig.for_device("cpu", 0.05))
     t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         conduct(MultiExecutor(LocalConfig(timeout_s=120, **fast), CPU2), store, req, StopAfter(1))
     assert time.perf_counter() - t0 < 60  # not the hang's 120 s
     assert len(rows_of(tmp_path / "s.sqlite")) == 1
-    report = conduct(MultiExecutor(LocalConfig(timeout_s=1, **fast), CPU2), store, req)
+    report = conduct(MultiExecutor(LocalConfig(timeout_s=4, **fast), CPU2), store, req)
     rows = rows_of(tmp_path / "s.sqlite")
     assert report.resumed == 1 and sorted(r["attempt_key"] for r in rows) == sorted(a.key for a in report.attempts)
     assert Counter(r["status"] for r in rows) == {"OK": 2, "TIMEOUT": 2}
