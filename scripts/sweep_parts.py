@@ -54,6 +54,7 @@ import pandas as pd
 from attnbench.analysis.analyze import host_paces
 from attnbench.analysis.overview import run_overview, timed_seconds
 from attnbench.analysis.stats import json_dict
+from attnbench.cli.commands import SWEEP_CACHE_SUFFIX
 from attnbench.runner.eta import Remaining, duration, typical_wall
 from attnbench.store.db import Store
 from attnbench.store.io import export, import_rows, import_runs, read_rows
@@ -134,11 +135,12 @@ def remaining_cost(ok: pd.DataFrame, todo: list, carried: set | None = None) -> 
     alike = first.groupby(["backend", "mode"])[cols].mean()
     out = dict.fromkeys(cols, 0.0) | {"unmatched": 0, "carried": 0, "carried_wall": 0.0}
     for a in todo:
-        for table, key in ((same, (a.backend.name, a.workload.key())), (alike, (a.backend.name, a.workload.mode))):
+        pair = (a.backend.name, a.workload.key())
+        for table, key in ((same, pair), (alike, (a.backend.name, a.workload.mode))):
             if key in table.index:
                 for c in cols:
                     out[c] += float(table.at[key, c])
-                if (a.backend.name, a.workload.key()) in (carried or ()):
+                if pair in (carried or ()):
                     out["carried"] += 1
                     out["carried_wall"] += float(table.at[key, "wall_s"])
                 break
@@ -150,11 +152,11 @@ def remaining_cost(ok: pd.DataFrame, todo: list, carried: set | None = None) -> 
 def cache_kept(provenance: dict) -> bool:
     """Whether a run's compiler cache outlived it for a later run to load: provenance compile_cache
     "kept"; for a run from before that field, a named cache or the sweep's beside its store (its
-    folder is the store's name + ".compile-cache", which `run` keeps until the sweep has finished)."""
+    folder is named after the store, which `run` keeps until the sweep has finished: sweep_cache_of)."""
     c = provenance.get("compile_cache") or {}
     if "kept" in c:
         return bool(c["kept"])
-    return c.get("kind") == "named" or str(c.get("dir", "")).endswith(".compile-cache")
+    return c.get("kind") == "named" or str(c.get("dir", "")).endswith(SWEEP_CACHE_SUFFIX)
 
 
 def cache_resumed(provenance: dict) -> bool:

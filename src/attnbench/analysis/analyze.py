@@ -52,21 +52,31 @@ def separated_summary(won: pd.DataFrame) -> list[dict]:
 HOST_PACE_SPREAD = 1.1  # runs whose hosts issue eager ops this much apart: host-bound eager rows compare hosts
 
 
+def run_host(run: dict) -> tuple[set[str], list[float]]:
+    """One run's host CPU models (provenance `host_cpu`) and paces (ceilings `host_op_us`: host µs to
+    issue one small eager op), where recorded: the run's own, and each of its devices' (`devices`:
+    several GPUs, or a Ray cluster's nodes, each measured where it runs)."""
+    prov = run.get("provenance") or {}
+    cpus, paces = set(), []
+    if not isinstance(prov, dict):
+        return cpus, paces
+    for where in (prov, *(d for d in prov.get("devices") or [] if isinstance(d, dict))):
+        if where.get("host_cpu"):
+            cpus.add(str(where["host_cpu"]))
+        pace = (where.get("ceilings") or {}).get("host_op_us")
+        if pace:
+            paces.append(float(pace))
+    return cpus, paces
+
+
 def host_paces(runs: list[dict], run_ids) -> tuple[list[str], list[float]]:
-    """The host CPU models (provenance `host_cpu`) and paces (ceilings `host_op_us`: host µs to issue
-    one small eager op) of the runs in `run_ids` that recorded them: the run's own, and each of its
-    devices' (`devices`: several GPUs, or a Ray cluster's nodes, each measured where it runs)."""
+    """The host CPU models and paces (run_host) of the runs in `run_ids`, together."""
     cpus, paces = set(), []
     for r in runs:
-        prov = r.get("provenance") or {}
-        if r.get("run_id") not in run_ids or not isinstance(prov, dict):
-            continue
-        for where in (prov, *(d for d in prov.get("devices") or [] if isinstance(d, dict))):
-            if where.get("host_cpu"):
-                cpus.add(str(where["host_cpu"]))
-            pace = (where.get("ceilings") or {}).get("host_op_us")
-            if pace:
-                paces.append(float(pace))
+        if r.get("run_id") in run_ids:
+            c, p = run_host(r)
+            cpus |= c
+            paces += p
     return sorted(cpus), paces
 
 
@@ -75,8 +85,10 @@ def sources(df: pd.DataFrame, runs_by_label: dict, paths: dict) -> list[dict]:
     for label in runs_by_label:
         d = df[df["label"] == label]
         ids = set(d["run_id"])
-        cpus, paces = host_paces(runs_by_label[label], ids)
-        paced = sum(1 for i in ids if host_paces(runs_by_label[label], {i})[1])  # runs from before it went unrecorded
+        hosts = [run_host(r) for r in runs_by_label[label] if r.get("run_id") in ids]
+        cpus = sorted(set().union(*(c for c, _ in hosts)))
+        paces = [p for _, ps in hosts for p in ps]
+        paced = sum(1 for _, ps in hosts if ps)  # runs from before it was recorded have none
         out.append({"label": label, "path": str(paths.get(label, "")), "attempts": int(len(d)),
                     "devices": sorted(d["device_name"].dropna().astype(str).unique().tolist()),
                     "torch_versions": sorted(d["torch_version"].dropna().astype(str).unique().tolist()),

@@ -273,9 +273,12 @@ def cmd_run(args, argv) -> int:
         store.close()
 
 
+SWEEP_CACHE_SUFFIX = ".compile-cache"
+
+
 def sweep_cache_of(db: Path) -> Path:
     """Where `run` keeps a sweep's compiler cache (Inductor, Triton, JAX) until the sweep has finished."""
-    return db.with_name(db.name + ".compile-cache")
+    return db.with_name(db.name + SWEEP_CACHE_SUFFIX)
 
 
 def _drop_unused(store, db: Path, log: Path | None, bad_input: bool) -> bool:
