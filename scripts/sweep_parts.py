@@ -51,7 +51,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnbench.analysis.analyze import host_paces
+from attnbench.analysis.analyze import run_host
 from attnbench.analysis.overview import run_overview, timed_seconds
 from attnbench.analysis.stats import json_dict
 from attnbench.cli.commands import SWEEP_CACHE_SUFFIX
@@ -209,10 +209,11 @@ def ledger(args) -> None:
             import_rows(s, read_rows(part))
             import_runs(s, read_rows(str(part).removesuffix(".jsonl.gz") + ".runs.jsonl", table="runs"))
         df, runs = s.dataframe(), s.runs()
+        by_id = {r["run_id"]: r for r in runs}
         for run_id, rows in df.groupby("run_id", sort=False):  # each part: one uninterrupted run
             p = run_overview(rows, runs)
             ratio = f"{p['wall_over_timed']:.2f}" if p["wall_over_timed"] else "-"
-            paces = host_paces(runs, {run_id})[1]  # the lent host's pace (parts from 8 on)
+            paces = run_host(by_id.get(run_id, {}))[1]  # the lent host's pace (parts from 8 on)
             host = f", host {paces[0]:.2f} us/op" if paces else ""
             print(f"  run {run_id}: {p['attempts']} rows, wall {p['sweep_wall_s']:.0f} s, "
                   f"timed {p['timed_s']:.1f} s, wall / timed {ratio}{host}")
@@ -228,7 +229,7 @@ def ledger(args) -> None:
             print(f"left: {len(todo)} attempts, about {duration(eta)} at the parts' median walls "
                   "(runner/eta.py; repeat 0's first calls included, a later repeat's from the slices)")
             ok = df[df["status"] == "OK"]
-            provenances = {r["run_id"]: r["provenance"] for r in runs}
+            provenances = {k: r["provenance"] for k, r in by_id.items()}
             later = later_vs_first(ok, provenances)
             for name, lv in later.items():
                 if lv["rows"]:

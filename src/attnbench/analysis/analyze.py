@@ -69,17 +69,6 @@ def run_host(run: dict) -> tuple[set[str], list[float]]:
     return cpus, paces
 
 
-def host_paces(runs: list[dict], run_ids) -> tuple[list[str], list[float]]:
-    """The host CPU models and paces (run_host) of the runs in `run_ids`, together."""
-    cpus, paces = set(), []
-    for r in runs:
-        if r.get("run_id") in run_ids:
-            c, p = run_host(r)
-            cpus |= c
-            paces += p
-    return sorted(cpus), paces
-
-
 def sources(df: pd.DataFrame, runs_by_label: dict, paths: dict) -> list[dict]:
     out = []
     for label in runs_by_label:
