@@ -7,8 +7,8 @@
   ledger [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       Every part's rows and runs in one store: the sweep's wall (each run's, start-up included) over its
       timed samples, per part and in all, how much of the grid's plan has a row, what later repeats
-      cost against repeat 0 (in its run; in a later part that resumed the compiler cache repeat 0's
-      part kept; in a later part without it), how long the rest takes and where the sweep's wall /
+      cost against repeat 0 (in its run; in a later part that resumed a compiler cache holding an
+      earlier row's compiles, whichever repeat it was; in a later part without them), how long the rest takes and where the sweep's wall /
       timed would end (each attempt left costing what its repeat-0 row cost, with and without its
       first call, and at the carried rows' ratio for those whose compiles a kept cache holds), and
       the slimmed store the next part resumes from, rebuilt from the kept parts; never one with
@@ -172,24 +172,28 @@ def carried_pairs(ok: pd.DataFrame, provenances: dict) -> set:
     return set(zip(mine["backend"], mine["workload_key"]))
 
 
-LATER = ("the same run", "an earlier part, its compiles carried", "an earlier part, its compiles not carried")
+LATER = ("the same run", "an earlier part, compiles of theirs carried", "an earlier part, none of their compiles carried")
 
 
 def later_vs_first(ok: pd.DataFrame, provenances: dict) -> dict:
     """Later repeats' OK rows against their backend and workload's repeat-0 row, apart for a repeat 0
-    of the same run (its compiler cache and processes were the run's), of an earlier part that kept
-    its compiler cache for a later part that resumed it, and of an earlier part whose compiles were
-    not carried (provenances: run id -> provenance): how many rows, and their summed wall and first
-    calls over those of repeat 0 (NaN where repeat 0's sum is 0): what the compiler cache spared a
-    later repeat, or what it cost on top when it held nothing."""
+    of the same run (its compiler cache and processes were the run's), for a row of a part that
+    resumed a kept cache holding the compiles of an earlier row of its backend and workload (any
+    repeat, in an earlier run that kept its cache), and for the rest (provenances: run id ->
+    provenance; run ids sort in the order the runs began): how many rows, and their summed wall and
+    first calls over those of repeat 0 (NaN where repeat 0's sum is 0): what the compiler cache
+    spared a later repeat, or what it cost on top when it held nothing."""
     first = ok[ok["repeat"] == 0].drop_duplicates(["backend", "workload_key"]).set_index(["backend", "workload_key"])
     later = ok[ok["repeat"] > 0]
     later = later[pd.Series([k in first.index for k in zip(later["backend"], later["workload_key"])],
                             index=later.index, dtype=bool)]
     base = first.loc[list(zip(later["backend"], later["workload_key"]))]
     same = later["run_id"].to_numpy() == base["run_id"].to_numpy()
-    carried = pd.Series([cache_kept(provenances.get(b, {})) and cache_resumed(provenances.get(lt, {}))
-                         for lt, b in zip(later["run_id"], base["run_id"])], dtype=bool).to_numpy()
+    kept = ok[[cache_kept(provenances.get(r, {})) for r in ok["run_id"]]]
+    since = kept.groupby(["backend", "workload_key"])["run_id"].min()  # the first kept run with a row of theirs
+    carried = pd.Series([cache_resumed(provenances.get(lt, {})) and pair in since.index and since[pair] < lt
+                         for lt, pair in zip(later["run_id"], zip(later["backend"], later["workload_key"]))],
+                        dtype=bool).to_numpy()
 
     def over(a, b):
         return a / b if b else float("nan")

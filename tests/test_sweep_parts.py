@@ -237,6 +237,8 @@ def test_later_repeats_are_set_against_their_repeat0_row_apart_for_the_same_run_
         r("a", "w2", 1, "p2", 9.0, 3.0),  # a later part, p1's cache not kept: 9 / 6 s, 3 / 2 s
         r("a", "w3", 0, "p2", 10.0, 5.0), r("a", "w3", 1, "p3", 8.0, 1.0),  # p2 kept it, p3 resumed it
         r("a", "w4", 0, "p2", 10.0, 5.0), r("a", "w4", 1, "p4", 11.0, 6.0),  # p4 began with a fresh one
+        r("a", "w5", 0, "p1", 10.0, 4.0), r("a", "w5", 1, "p2", 10.0, 4.0),  # repeat 1 in p2, which kept it,
+        r("a", "w5", 2, "p3", 7.0, 1.0),  # so repeat 2 in p3 resumed their compiles though repeat 0's were lost
         r("b", "w9", 1, "p2", 99.0, 99.0),  # no repeat-0 row: not compared
     ])
     temp = {"compile_cache": {"kind": "fresh", "dir": "/tmp/attnbench-compile-x1"}}  # before "kept": by its folder
@@ -246,12 +248,12 @@ def test_later_repeats_are_set_against_their_repeat0_row_apart_for_the_same_run_
     same, carried, not_carried = parts.LATER
     got = parts.later_vs_first(ok, provenances)
     assert got[same] == {"rows": 2, "wall": pytest.approx(0.75), "first_call": pytest.approx(3 / 8)}
-    assert got[carried] == {"rows": 1, "wall": pytest.approx(0.8), "first_call": pytest.approx(0.2)}
-    assert got[not_carried] == {"rows": 2, "wall": pytest.approx(20 / 16), "first_call": pytest.approx(9 / 7)}
+    assert got[carried] == {"rows": 2, "wall": pytest.approx(15 / 20), "first_call": pytest.approx(2 / 9)}
+    assert got[not_carried] == {"rows": 3, "wall": pytest.approx(30 / 26), "first_call": pytest.approx(13 / 11)}
     none = parts.later_vs_first(ok[ok["repeat"] == 0], provenances)
     assert [none[k]["rows"] for k in parts.LATER] == [0, 0, 0]
     # the attempts left whose compiles a kept cache holds: those with an OK row from p2, p3 or p4
     pairs = parts.carried_pairs(ok, provenances)
-    assert pairs == {("a", "w2"), ("a", "w3"), ("a", "w4"), ("b", "w9")}  # any repeat compiles it
+    assert pairs == {("a", "w2"), ("a", "w3"), ("a", "w4"), ("a", "w5"), ("b", "w9")}  # any repeat compiles it
     c = parts.remaining_cost(ok, [attempt("a", "w3", "prefill", 2), attempt("a", "w1", "prefill", 2)], pairs)
     assert c["carried"] == 1 and c["carried_wall"] == pytest.approx(10.0) and c["wall_s"] == pytest.approx(20.0)
