@@ -1,0 +1,124 @@
+"""Why a graph row's timed median can sit well under the profiler's kernel time (the gate's
+`timed_over_kernel`, docs/methodology.md 4.7: the portability grid's lowest, 0.77, was `flex` graph
+decode). For each (workload, backend), on one captured graph and one prepared call, four figures
+per call, interleaved over rounds:
+
+  graph    graph replays timed as the runner times them (chunks of samples behind one delay)
+  eager    eager calls timed by events around a block of back-to-back calls (no profiler)
+  p-eager  the kernels' summed device time of eager calls under the profiler (what the gate uses)
+  p-graph  the same of graph replays under the profiler
+
+graph < eager says the graph itself runs the kernels faster (fewer gaps, overlapped ramps);
+p-eager > eager says the profiler lengthens the kernels it traces. Prints one line each and the
+kernels per call, then medians of the ratios.
+
+    python scripts/graph_kernel_gap.py --grid portability --where mode=decode \
+        --where batch=8 --backends flex,sdpa-cudnn,compile --limit 6
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import statistics
+import sys
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--grid", default="portability")
+    p.add_argument("--where", action="append", default=[], help="AXIS=V1,V2 (as run --where)")
+    p.add_argument("--backends", default="flex,sdpa-cudnn")
+    p.add_argument("--limit", type=int, default=6, help="workloads (the first N that match)")
+    p.add_argument("--samples", type=int, default=100, help="graph samples per round")
+    p.add_argument("--calls", type=int, default=50, help="eager calls per block and round")
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from attnbench.backends.base import Prepared
+    from attnbench.backends.registry import all_backends
+    from attnbench.measure import dispatch, timing
+    from attnbench.measure.device import sync
+    from attnbench.measure.step import make_step
+    from attnbench.runner import attempt
+    from attnbench.workloads import Workload
+    from attnbench.workloads.grids import get_grid
+
+    backends = {b.name: b for b in all_backends()}
+    chosen = [backends[n] for n in args.backends.split(",")]
+    classifier = dispatch.Classifier.from_backends(backends.values())
+    wanted = {a: v.lower().split(",") for a, v in (c.split("=", 1) for c in args.where)}
+    grid = [w for w in get_grid(args.grid)
+            if all(str(w.to_dict()[a]).lower() in vs for a, vs in wanted.items())][: args.limit]
+    cache, dev = attempt.WorkloadCache(), args.device
+
+    def eager_block(step, n):  # µs per call: events around n back-to-back calls
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        sync(dev)
+        start.record()
+        for _ in range(n):
+            step()
+        end.record()
+        sync(dev)
+        return start.elapsed_time(end) * 1e3 / n
+
+    def probed(fn, calls):
+        pr = dispatch.probe(fn, dev, classifier, calls=calls)
+        return pr.kernel_us, len(pr.kernels)
+
+    print(f"{'workload':34} {'backend':11} {'kern':>4} {'graph':>7} {'eager':>7} {'p-eager':>7} {'p-graph':>7} "
+          f"{'g/pe':>5} {'e/pe':>5} {'g/pg':>5}")
+    ratios: dict[str, list[float]] = {"g/pe": [], "e/pe": [], "g/pg": []}
+    for w in grid:
+        w = Workload.from_dict({**w.to_dict(), "launch": "graph", "l2": "warm"})
+        for b in chosen:
+            with contextlib.ExitStack() as stack:
+                try:
+                    inputs, _ = cache.get(w, dev, 0)
+                    prepared = Prepared.of(b.prepare(w, inputs))
+                    if prepared.context is not None:
+                        stack.enter_context(prepared.context)
+                    timing.one_call(make_step(w, prepared, inputs, first=True), dev)
+                except Exception as e:  # a backend that refuses the workload: said, not timed
+                    print(f"{w.label()[:34]:34} {b.name:11} skipped: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:50]}")
+                    cache.clear()
+                    continue
+                step = make_step(w, prepared, inputs)
+                graph = timing.capture_graph(step, 1, dev)
+                figs: dict[str, list[float]] = {"graph": [], "eager": [], "p-eager": [], "p-graph": []}
+                sampler, kernels = None, 0
+                for _ in range(args.rounds):
+                    if sampler is None:  # k replays a sample where one is under 100 µs, as the runner does
+                        est = eager_block(graph.replay, 3)
+                        k = max(1, math.ceil(100.0 / max(est, 1e-3)))
+                        kg = timing.capture_graph(step, k, dev) if k > 1 else graph
+                        sampler = timing.GraphSampler(kg.replay, k, dev, None)
+                    sampler.plan(args.samples)
+                    figs["graph"].append(statistics.median(sampler() for _ in range(args.samples)))
+                    figs["eager"].append(eager_block(step, args.calls))
+                    us, kernels = probed(step, 3)
+                    figs["p-eager"].append(us or float("nan"))
+                    figs["p-graph"].append(probed(graph.replay, 3)[0] or float("nan"))
+                med = {m: statistics.median(v) for m, v in figs.items()}
+                got = {"g/pe": med["graph"] / med["p-eager"], "e/pe": med["eager"] / med["p-eager"],
+                       "g/pg": med["graph"] / med["p-graph"]}
+                for m, v in got.items():
+                    if not math.isnan(v):
+                        ratios[m].append(v)
+                print(f"{w.label()[:34]:34} {b.name:11} {kernels:4d} " + " ".join(f"{med[m]:7.1f}" for m in figs)
+                      + " " + " ".join(f"{v:5.2f}" for v in got.values()))
+                del graph, sampler, prepared
+        cache.clear()
+        attempt.free_memory(dev)
+    for m, v in ratios.items():
+        if v:
+            print(f"{m}: median {statistics.median(v):.3f}, min {min(v):.3f}, max {max(v):.3f} over {len(v)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
