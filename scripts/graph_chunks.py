@@ -35,16 +35,12 @@ def main(argv=None) -> int:
     from attnbench.measure.step import make_step
     from attnbench.runner import attempt
     from attnbench.workloads import Workload
+    from attnbench.workloads.axes import parse_filters, select
     from attnbench.workloads.grids import get_grid
 
     backends = {b.name: b for b in all_backends()}
     chosen = [backends[n] for n in args.backends.split(",")]
-    wanted = {}
-    for cond in args.where:
-        axis, values = cond.split("=", 1)
-        wanted[axis] = values.split(",")
-    grid = [w for w in get_grid(args.grid) if all(str(w.to_dict()[a]).lower() in [v.lower() for v in vs]
-                                                   for a, vs in wanted.items())][: args.limit]
+    grid = select(get_grid(args.grid), parse_filters(args.where))[: args.limit]
     cache = attempt.WorkloadCache()
     dev = args.device
     flush = timing._L2Flusher(dev) if args.l2 == "cold" else None

@@ -47,14 +47,13 @@ def main(argv=None) -> int:
     from attnbench.measure.step import make_step
     from attnbench.runner import attempt
     from attnbench.workloads import Workload
+    from attnbench.workloads.axes import parse_filters, select
     from attnbench.workloads.grids import get_grid
 
     backends = {b.name: b for b in all_backends()}
     chosen = [backends[n] for n in args.backends.split(",")]
     classifier = dispatch.Classifier.from_backends(backends.values())
-    wanted = {a: v.lower().split(",") for a, v in (c.split("=", 1) for c in args.where)}
-    grid = [w for w in get_grid(args.grid)
-            if all(str(w.to_dict()[a]).lower() in vs for a, vs in wanted.items())][: args.limit]
+    grid = select(get_grid(args.grid), parse_filters(args.where))[: args.limit]
     cache, dev = attempt.WorkloadCache(), args.device
 
     lead_us = 20_000.0
