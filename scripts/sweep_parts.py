@@ -8,12 +8,12 @@
       Every part's rows and runs in one store: the sweep's wall (each run's, start-up included) over its
       timed samples, per part and in all, how much of the grid's plan has a row, what later repeats
       cost against repeat 0 (in its run; in a later part that resumed a compiler cache holding an
-      earlier row's compiles, whichever repeat it was; in a later part without them), how long the rest takes and where the sweep's wall /
-      timed would end (each attempt left costing what its repeat-0 row cost, with and without its
-      first call, and at the carried rows' ratio for those whose compiles a kept cache holds), and
-      the slimmed store the next part resumes from, rebuilt from the kept parts; never one with
-      fewer attempts than the one it replaces (a part's rows set aside by scripts/device_slim.sh
-      would be measured again).
+      earlier row's compiles, whichever repeat it was; in a later part without them), how long the
+      rest takes and where the sweep's wall / timed would end (each attempt left costing what its
+      repeat-0 row cost, with and without its first call, and at the carried rows' ratio for those
+      whose compiles a kept cache holds), and the slimmed store the next part resumes from, rebuilt
+      from the kept parts; never one with fewer attempts than the one it replaces (a part's rows set
+      aside by scripts/device_slim.sh would be measured again).
 
   take DIR [--name port] [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
       What a part's last call returned (DIR: the call's files): its NAME-segK.* rows and runs into
@@ -49,6 +49,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from attnbench.analysis.analyze import run_host
@@ -164,12 +165,17 @@ def cache_resumed(provenance: dict) -> bool:
     return (provenance.get("compile_cache") or {}).get("kind") in ("resumed", "named")
 
 
-def carried_pairs(ok: pd.DataFrame, provenances: dict) -> set:
-    """The (backend, workload key) pairs with an OK row from a run that kept its compiler cache: what a
-    later part resuming that cache need not compile again (where the pieces carried held it all)."""
+def first_kept(ok: pd.DataFrame, provenances: dict) -> pd.Series:
+    """(backend, workload key) -> the first run (by id, which sorts as the runs began) that kept its
+    compiler cache with an OK row of theirs: from that run on, a part resuming the cache need not
+    compile them again (where the pieces carried held it all)."""
     kept = {r for r, p in provenances.items() if cache_kept(p)}
-    mine = ok[ok["run_id"].isin(kept)]
-    return set(zip(mine["backend"], mine["workload_key"]))
+    return ok[ok["run_id"].isin(kept)].groupby(["backend", "workload_key"])["run_id"].min()
+
+
+def carried_pairs(ok: pd.DataFrame, provenances: dict) -> set:
+    """The (backend, workload key) pairs with an OK row from a run that kept its compiler cache."""
+    return set(first_kept(ok, provenances).index)
 
 
 LATER = ("the same run", "an earlier part, compiles of theirs carried", "an earlier part, none of their compiles carried")
@@ -189,11 +195,9 @@ def later_vs_first(ok: pd.DataFrame, provenances: dict) -> dict:
                             index=later.index, dtype=bool)]
     base = first.loc[list(zip(later["backend"], later["workload_key"]))]
     same = later["run_id"].to_numpy() == base["run_id"].to_numpy()
-    kept = ok[[cache_kept(provenances.get(r, {})) for r in ok["run_id"]]]
-    since = kept.groupby(["backend", "workload_key"])["run_id"].min()  # the first kept run with a row of theirs
-    carried = pd.Series([cache_resumed(provenances.get(lt, {})) and pair in since.index and since[pair] < lt
-                         for lt, pair in zip(later["run_id"], zip(later["backend"], later["workload_key"]))],
-                        dtype=bool).to_numpy()
+    since = first_kept(ok, provenances).to_dict()
+    carried = np.array([cache_resumed(provenances.get(run, {})) and since.get(pair, run) < run
+                        for run, pair in zip(later["run_id"], zip(later["backend"], later["workload_key"]))], dtype=bool)
 
     def over(a, b):
         return a / b if b else float("nan")
