@@ -10,11 +10,12 @@ samples fill.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import statistics
 import sys
 import time
+
+from graph_steps import graph_steps  # scripts/: the shared loop
 
 
 def main(argv=None) -> int:
@@ -29,19 +30,14 @@ def main(argv=None) -> int:
     p.add_argument("--l2", choices=("warm", "cold"), default="warm")
     args = p.parse_args(argv)
 
-    from attnbench.backends.base import Prepared
     from attnbench.backends.registry import all_backends
     from attnbench.measure import timing
-    from attnbench.measure.step import make_step
-    from attnbench.runner import attempt
-    from attnbench.workloads import Workload
     from attnbench.workloads.axes import parse_filters, select
     from attnbench.workloads.grids import get_grid
 
     backends = {b.name: b for b in all_backends()}
     chosen = [backends[n] for n in args.backends.split(",")]
     grid = select(get_grid(args.grid), parse_filters(args.where))[: args.limit]
-    cache = attempt.WorkloadCache()
     dev = args.device
     flush = timing._L2Flusher(dev) if args.l2 == "cold" else None
 
@@ -53,50 +49,33 @@ def main(argv=None) -> int:
     print(f"{'workload':34} {'backend':14} {'k':>3} {'delay µs':>9} {'chunk µs':>9} {'ratio':>6} "
           f"{'late':>4} {'fill d':>6} {'fill c':>6}")
     ratios, fills = [], {"delay": [], "chunk": []}
-    for w in grid:
-        w = Workload.from_dict({**w.to_dict(), "launch": "graph", "l2": args.l2})
-        for b in chosen:
-            with contextlib.ExitStack() as stack:
-                try:
-                    inputs, _ = cache.get(w, dev, 0)
-                    prepared = Prepared.of(b.prepare(w, inputs))
-                    if prepared.context is not None:  # held for the whole attempt, as the runner does
-                        stack.enter_context(prepared.context)
-                    timing.one_call(make_step(w, prepared, inputs, first=True), dev)
-                except Exception as e:  # a backend that refuses the workload: said, not timed
-                    print(f"{w.label()[:34]:34} {b.name:14} skipped: {type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:60]}")
-                    cache.clear()
-                    continue
-                step = make_step(w, prepared, inputs)
-                graph = timing.capture_graph(step, 1, dev)
-                est = statistics.median(per_delay(graph, 1, 3))
-                k = 1 if flush or est >= 100.0 else math.ceil(100.0 / max(est, 1e-3))
-                if k > 1:
-                    graph = timing.capture_graph(step, k, dev)
-                sampler = timing.GraphSampler(graph.replay, k, dev, flush)
-                got = {"delay": [], "chunk": []}
-                wall = {"delay": 0.0, "chunk": 0.0}
-                for _ in range(args.rounds):
-                    t0 = time.perf_counter()
-                    got["delay"] += per_delay(graph, k, args.samples)
-                    t1 = time.perf_counter()
-                    sampler.plan(args.samples)
-                    got["chunk"] += [sampler() for _ in range(args.samples)]
-                    t2 = time.perf_counter()
-                    wall["delay"] += t1 - t0
-                    wall["chunk"] += t2 - t1
-            med = {m: statistics.median(v) for m, v in got.items()}
-            fill = {m: sum(got[m]) * k / 1e6 / wall[m] for m in got}
-            ratio = med["chunk"] / med["delay"]
-            ratios.append(ratio)
-            for m in fill:
-                fills[m].append(fill[m])
-            print(f"{w.label()[:34]:34} {b.name:14} {k:3d} {med['delay']:9.2f} {med['chunk']:9.2f} {ratio:6.3f} "
-                  f"{sampler.late:4d} {fill['delay']:6.0%} {fill['chunk']:6.0%}")
-            del graph, sampler, prepared
-        cache.clear()
-        attempt.free_memory(dev)
+    for w, b, step in graph_steps(grid, chosen, dev, args.l2):
+        graph = timing.capture_graph(step, 1, dev)
+        est = statistics.median(per_delay(graph, 1, 3))
+        k = 1 if flush or est >= 100.0 else math.ceil(100.0 / max(est, 1e-3))
+        if k > 1:
+            graph = timing.capture_graph(step, k, dev)
+        sampler = timing.GraphSampler(graph.replay, k, dev, flush)
+        got = {"delay": [], "chunk": []}
+        wall = {"delay": 0.0, "chunk": 0.0}
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            got["delay"] += per_delay(graph, k, args.samples)
+            t1 = time.perf_counter()
+            sampler.plan(args.samples)
+            got["chunk"] += [sampler() for _ in range(args.samples)]
+            t2 = time.perf_counter()
+            wall["delay"] += t1 - t0
+            wall["chunk"] += t2 - t1
+        med = {m: statistics.median(v) for m, v in got.items()}
+        fill = {m: sum(got[m]) * k / 1e6 / wall[m] for m in got}
+        ratio = med["chunk"] / med["delay"]
+        ratios.append(ratio)
+        for m in fill:
+            fills[m].append(fill[m])
+        print(f"{w.label()[:34]:34} {b.name:14} {k:3d} {med['delay']:9.2f} {med['chunk']:9.2f} {ratio:6.3f} "
+              f"{sampler.late:4d} {fill['delay']:6.0%} {fill['chunk']:6.0%}")
+        del graph, sampler, step
     if ratios:
         q = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else [ratios[0]] * 9
         print(f"\nchunk/delay median ratio over {len(ratios)} rows: median {statistics.median(ratios):.4f}, "

@@ -19,11 +19,12 @@ kernels per call, then medians of the ratios.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import statistics
 import sys
 import time
+
+from graph_steps import graph_steps  # scripts/: the shared loop
 
 
 def main(argv=None) -> int:
@@ -40,13 +41,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from attnbench.backends.base import Prepared
     from attnbench.backends.registry import all_backends
     from attnbench.measure import dispatch, timing
     from attnbench.measure.device import sync
-    from attnbench.measure.step import make_step
-    from attnbench.runner import attempt
-    from attnbench.workloads import Workload
     from attnbench.workloads.axes import parse_filters, select
     from attnbench.workloads.grids import get_grid
 
@@ -54,7 +51,7 @@ def main(argv=None) -> int:
     chosen = [backends[n] for n in args.backends.split(",")]
     classifier = dispatch.Classifier.from_backends(backends.values())
     grid = select(get_grid(args.grid), parse_filters(args.where))[: args.limit]
-    cache, dev = attempt.WorkloadCache(), args.device
+    dev = args.device
 
     lead_us = 20_000.0
 
@@ -80,48 +77,29 @@ def main(argv=None) -> int:
     print(f"{'workload':34} {'backend':11} {'kern':>4} {'graph':>7} {'eager':>7} {'p-eager':>7} {'p-graph':>7} "
           f"{'g/pe':>5} {'e/pe':>5} {'g/pg':>5}")
     ratios: dict[str, list[float]] = {"g/pe": [], "e/pe": [], "g/pg": []}
-    for w in grid:
-        w = Workload.from_dict({**w.to_dict(), "launch": "graph", "l2": "warm"})
-        for b in chosen:
-            with contextlib.ExitStack() as stack:
-                try:
-                    inputs, _ = cache.get(w, dev, 0)
-                    prepared = Prepared.of(b.prepare(w, inputs))
-                    if prepared.context is not None:
-                        stack.enter_context(prepared.context)
-                    timing.one_call(make_step(w, prepared, inputs, first=True), dev)
-                except Exception as e:  # a backend that refuses the workload: said, not timed
-                    print(f"{w.label()[:34]:34} {b.name:11} skipped: {type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:50]}")
-                    cache.clear()
-                    continue
-                step = make_step(w, prepared, inputs)
-                graph = timing.capture_graph(step, 1, dev)
-                figs: dict[str, list[float]] = {"graph": [], "eager": [], "p-eager": [], "p-graph": []}
-                sampler, kernels = None, 0
-                for _ in range(args.rounds):
-                    if sampler is None:  # k replays a sample where one is under 100 µs, as the runner does
-                        est = statistics.median(eager_block(graph.replay, 1) for _ in range(3))
-                        k = max(1, math.ceil(100.0 / max(est, 1e-3)))
-                        kg = timing.capture_graph(step, k, dev) if k > 1 else graph
-                        sampler = timing.GraphSampler(kg.replay, k, dev, None)
-                    sampler.plan(args.samples)
-                    figs["graph"].append(statistics.median(sampler() for _ in range(args.samples)))
-                    figs["eager"].append(eager_block(step, args.calls))
-                    us, kernels = probed(step, 3)
-                    figs["p-eager"].append(us or float("nan"))
-                    figs["p-graph"].append(probed(graph.replay, 3)[0] or float("nan"))
-                med = {m: statistics.median(v) for m, v in figs.items()}
-                got = {"g/pe": med["graph"] / med["p-eager"], "e/pe": med["eager"] / med["p-eager"],
-                       "g/pg": med["graph"] / med["p-graph"]}
-                for m, v in got.items():
-                    if not math.isnan(v):
-                        ratios[m].append(v)
-                print(f"{w.label()[:34]:34} {b.name:11} {kernels:4d} " + " ".join(f"{med[m]:7.1f}" for m in figs)
-                      + " " + " ".join(f"{v:5.2f}" for v in got.values()))
-                del graph, sampler, prepared
-        cache.clear()
-        attempt.free_memory(dev)
+    for w, b, step in graph_steps(grid, chosen, dev, "warm", width=11, reason=50):
+        graph = timing.capture_graph(step, 1, dev)
+        est = statistics.median(eager_block(graph.replay, 1) for _ in range(3))
+        k = max(1, math.ceil(100.0 / max(est, 1e-3)))  # k replays a sample where one is under 100 µs, as the runner does
+        sampler = timing.GraphSampler((timing.capture_graph(step, k, dev) if k > 1 else graph).replay, k, dev, None)
+        figs: dict[str, list[float]] = {"graph": [], "eager": [], "p-eager": [], "p-graph": []}
+        kernels = 0
+        for _ in range(args.rounds):
+            sampler.plan(args.samples)
+            figs["graph"].append(statistics.median(sampler() for _ in range(args.samples)))
+            figs["eager"].append(eager_block(step, args.calls))
+            us, kernels = probed(step, 3)
+            figs["p-eager"].append(us or float("nan"))
+            figs["p-graph"].append(probed(graph.replay, 3)[0] or float("nan"))
+        med = {m: statistics.median(v) for m, v in figs.items()}
+        got = {"g/pe": med["graph"] / med["p-eager"], "e/pe": med["eager"] / med["p-eager"],
+               "g/pg": med["graph"] / med["p-graph"]}
+        for m, v in got.items():
+            if not math.isnan(v):
+                ratios[m].append(v)
+        print(f"{w.label()[:34]:34} {b.name:11} {kernels:4d} " + " ".join(f"{med[m]:7.1f}" for m in figs)
+              + " " + " ".join(f"{v:5.2f}" for v in got.values()))
+        del graph, sampler, step
     for m, v in ratios.items():
         if v:
             print(f"{m}: median {statistics.median(v):.3f}, min {min(v):.3f}, max {max(v):.3f} over {len(v)}")
