@@ -412,6 +412,67 @@ def test_undeclared_share_and_material_mismatch():
     assert undeclared_share(frozenset(), p) is None  # nothing declared: nothing to hold it to
 
 
+
+def test_a_path_undeclared_in_one_call_counts_by_that_calls_share():
+    """CPU: the largest share of any one call counts, not only that of the calls together (a call
+    whose declared kernel stalled dilutes the sum); a backend with no undeclared time stays clean."""
+    from attnbench.measure.dispatch import MATERIAL_SHARE, Probe, mismatch, undeclared_share
+
+    flash = frozenset({"pytorch-flash-cpu"})
+    p = Probe(families=["pytorch-flash-cpu", "unfused-gemm"], status="probed", calls=3,
+              shares={"pytorch-flash-cpu": 0.9, "unfused-gemm": 0.06, "other": 0.04},
+              call_shares=[{"pytorch-flash-cpu": 0.97, "unfused-gemm": 0.02, "other": 0.01},
+                           {"pytorch-flash-cpu": 0.7, "unfused-gemm": 0.25, "other": 0.05},
+                           {"pytorch-flash-cpu": 0.8, "unfused-gemm": 0.15, "other": 0.05}])
+    assert undeclared_share(flash, p) == 0.25
+    why = mismatch(flash, p.families, frozenset(), p)
+    assert "undeclared kernels took 25% of the time of one of 3 calls (unfused-gemm 25%" in why
+    # the same calls with the GEMMs declared as side work, or with none in any call: nothing to say
+    assert mismatch(flash, p.families, frozenset(), p, frozenset({"unfused-gemm"})) is None
+    clean = Probe(families=["pytorch-flash-cpu"], status="probed", calls=2, shares={"pytorch-flash-cpu": 1.0},
+                  call_shares=[{"pytorch-flash-cpu": 1.0}, {"pytorch-flash-cpu": 0.9, "other": 0.1}])
+    assert undeclared_share(flash, clean) == 0.0 and mismatch(flash, clean.families, frozenset(), clean) is None
+    # the calls together still count where they say more (a share spread thinly over every call)
+    spread = Probe(families=["pytorch-flash-cpu", "unfused-gemm"], status="probed", calls=2,
+                   shares={"pytorch-flash-cpu": 0.8, "unfused-gemm": 0.2}, call_shares=[{"unfused-gemm": 0.0}] * 2)
+    assert undeclared_share(flash, spread) == 0.2 and "20% of the time (" in mismatch(flash, spread.families, frozenset(), spread)
+    assert MATERIAL_SHARE < 0.15
+
+
+def test_cpu_self_time_per_call_splits_operators_by_the_range_they_start_in():
+    from attnbench.measure.dispatch import CALL_RANGE, _cpu_self_time_per_call
+
+    events = [_Ev(CALL_RANGE, "user_annotation", 100.0, 0.0), _Ev(CALL_RANGE, "user_annotation", 100.0, 100.0),
+              _Ev("aten::mm", "cpu_op", 30.0, 10.0), _Ev("aten::bmm", "cpu_op", 20.0, 50.0, thread=2),
+              _Ev("aten::_scaled_dot_product_flash_attention_for_cpu", "cpu_op", 60.0, 120.0),
+              _Ev("aten::mm", "cpu_op", 5.0, 130.0)]
+    first, second = _cpu_self_time_per_call(events)
+    assert first == {"aten::mm": 30_000, "aten::bmm": 20_000}
+    assert second == {"aten::_scaled_dot_product_flash_attention_for_cpu": 55_000, "aten::mm": 5_000}
+    assert _cpu_self_time_per_call(events[1:]) == []  # one range: the calls together say it all
+
+
+def test_a_real_cpu_probe_gives_each_calls_shares():
+    """A GEMM in the second of three calls only: that call's shares show it, the others do not."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(1, 2, 64, 16)
+    a = torch.randn(256, 256)
+    n = []
+
+    def step():
+        n.append(1)
+        out = F.scaled_dot_product_attention(q, q, q)
+        return (a @ a) if len(n) == 2 else out
+
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        p = probe(step, "cpu", calls=3)
+    assert len(p.call_shares) == 3 and p.calls == 3
+    assert p.call_shares[1].get("unfused-gemm", 0) > 0.5
+    assert p.call_shares[0].get("unfused-gemm", 0) == 0 == p.call_shares[2].get("unfused-gemm", 0)
+    assert undeclared_share(frozenset({"pytorch-flash-cpu"}), p) == round(p.call_shares[1]["unfused-gemm"], 4)
+
 # ---- work on another GPU than the attempt's ---------------------------------------------------------
 
 def test_cuda_probe_gives_the_share_of_device_time_on_each_other_gpu(monkeypatch):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Callable, Iterable
@@ -54,6 +55,8 @@ _DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 # Correct built-in backends stay at 0 (docs/methodology.md); a fused kernel for one KV group of eight
 # with GEMMs for the rest is far above.
 MATERIAL_SHARE = 0.10
+# The profiler range around each probed call on CPU: operators are told to a call by their start.
+CALL_RANGE = "attnbench.probe.call"
 
 
 @dataclass
@@ -70,6 +73,10 @@ class Probe:
     # CUDA: share of the calls' device time on each other GPU than the attempt's (by the profiler's
     # device index); empty when all of it ran on the attempt's GPU or that GPU's index is unknown
     elsewhere: dict = field(default_factory=dict)
+    # CPU: `shares` of each call alone (its operators' self time inside its range). A host thread
+    # descheduled inside one operator inflates that call's time of it only; a path that runs in every
+    # call shows its share in the calls the stall spared. Empty on CUDA (kernels of all calls together).
+    call_shares: list = field(default_factory=list)
 
     def to_record(self) -> dict:
         """The record columns this probe fills."""
@@ -83,7 +90,7 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     read (a user's profiler range is not a kernel); on CPU, operators by self time (user ranges and
     Python frames are not operators)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     classifier = classifier or default_classifier()
     cuda = device.startswith("cuda")
@@ -91,7 +98,8 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     try:
         with profile(activities=acts) as prof:
             for _ in range(calls):
-                step()
+                with (nullcontext() if cuda else record_function(CALL_RANGE)):
+                    step()
             if cuda:
                 torch.cuda.synchronize()
         events = list(prof.profiler.kineto_results.events())
@@ -101,6 +109,8 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     weight = _device_time(work, lambda e: e.name()) if cuda else _cpu_self_time(events)
     p = summarize(weight, classifier)
     p.calls = calls
+    if not cuda:
+        p.call_shares = [summarize(w, classifier).shares for w in _cpu_self_time_per_call(events)]
     if cuda:
         total = sum(weight.values()) / 1e3 / calls  # ns -> us, per call
         p.kernel_us = total or None
@@ -206,6 +216,17 @@ def _cpu_self_time(events) -> Counter:
     return weight
 
 
+def _cpu_self_time_per_call(events) -> list[Counter]:
+    """Self time per operator name in each call's range (CALL_RANGE), in call order; an operator
+    belongs to the range it starts in, on whatever thread. No ranges: no per-call split."""
+    spans = sorted((e.start_ns(), e.start_ns() + _ns(e)) for e in events
+                   if e.is_user_annotation() and e.name() == CALL_RANGE)
+    if len(spans) < 2:
+        return []
+    ops = [e for e in events if _kind(e) == "cpu_op" and not e.is_user_annotation()]
+    return [_cpu_self_time([e for e in ops if lo <= e.start_ns() < hi]) for lo, hi in spans]
+
+
 def summarize(weight: Counter, classifier: Classifier) -> Probe:
     """A probe from the device time (CPU: self time) per kernel name."""
     by_family: Counter = Counter()
@@ -220,13 +241,23 @@ def summarize(weight: Counter, classifier: Classifier) -> Probe:
                  shares={f: round(w / total, 4) for f, w in by_family.items()}, status="probed")
 
 
+def _undeclared(shares: dict, allowed: frozenset[str]) -> float:
+    return round(sum(v for f, v in shares.items() if f != "other" and f not in allowed), 4)
+
+
+def _worst_shares(expected: frozenset[str], p: Probe, side: frozenset[str]) -> dict:
+    """The shares, of all calls together or of one call alone (CPU), with the most undeclared time."""
+    allowed = expected | side
+    return max([p.shares, *p.call_shares], key=lambda s: _undeclared(s, allowed))
+
+
 def undeclared_share(expected: frozenset[str], p: Probe, side: frozenset[str] = frozenset()) -> float | None:
-    """Share of the probed time in recognised families the backend does not declare (None when it
-    declares none: nothing to hold it to). `side`: families allowed beside the declared ones."""
+    """Share of the probed time in recognised families the backend does not declare: of all calls
+    together, or on CPU of the call where it is largest (None when the backend declares none:
+    nothing to hold it to). `side`: families allowed beside the declared ones."""
     if not expected or p.status != "probed":
         return None
-    allowed = expected | side
-    return round(sum(v for f, v in p.shares.items() if f != "other" and f not in allowed), 4)
+    return _undeclared(_worst_shares(expected, p, side), expected | side)
 
 
 def mismatch(expected: frozenset[str], observed: list[str], attention: frozenset[str],
@@ -245,9 +276,11 @@ def mismatch(expected: frozenset[str], observed: list[str], attention: frozenset
         return f"declared {sorted(expected)} but an undeclared attention kernel ran: {sorted(foreign)}"
     share = undeclared_share(expected, probe_, side) if probe_ is not None else None
     if share is not None and share > MATERIAL_SHARE:
-        parts = sorted(((v, f) for f, v in probe_.shares.items() if f != "other" and f not in expected | side),
+        worst = _worst_shares(expected, probe_, side)
+        parts = sorted(((v, f) for f, v in worst.items() if f != "other" and f not in expected | side),
                        reverse=True)
         what = ", ".join(f"{f} {v:.0%}" for v, f in parts)
-        return (f"declared {sorted(expected)} but undeclared kernels took {share:.0%} of the time ({what}; "
+        of = "the time" if worst is probe_.shares else f"the time of one of {probe_.calls} calls"
+        return (f"declared {sorted(expected)} but undeclared kernels took {share:.0%} of {of} ({what}; "
                 f"more than {MATERIAL_SHARE:.0%}): the declared kernel did only part of the work")
     return None
