@@ -111,7 +111,7 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     p.calls = calls
     if not cuda:
         p.call_shares = [summarize(w, classifier).shares for w in _cpu_self_time_per_call(events)]
-    if cuda:
+    else:
         total = sum(weight.values()) / 1e3 / calls  # ns -> us, per call
         p.kernel_us = total or None
         home = home_index(device)
