@@ -15,29 +15,20 @@ import statistics
 import sys
 import time
 
-from graph_steps import graph_steps  # scripts/: the shared loop
+from graph_steps import add_selection, graph_steps, selection  # scripts/: the shared loop
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--grid", default="quick")
-    p.add_argument("--where", action="append", default=[], help="AXIS=V1,V2 (as run --where)")
-    p.add_argument("--backends", default="sdpa-flash,sdpa-cudnn")
-    p.add_argument("--limit", type=int, default=24, help="workloads (the first N that match)")
+    add_selection(p, grid="quick", backends="sdpa-flash,sdpa-cudnn", limit=24)
     p.add_argument("--samples", type=int, default=100, help="samples per method per round")
     p.add_argument("--rounds", type=int, default=3, help="rounds of (per-delay, chunked), alternating")
     p.add_argument("--l2", choices=("warm", "cold"), default="warm")
     args = p.parse_args(argv)
 
-    from attnbench.backends.registry import all_backends
     from attnbench.measure import timing
-    from attnbench.workloads.axes import parse_filters, select
-    from attnbench.workloads.grids import get_grid
 
-    backends = {b.name: b for b in all_backends()}
-    chosen = [backends[n] for n in args.backends.split(",")]
-    grid = select(get_grid(args.grid), parse_filters(args.where))[: args.limit]
+    _, chosen, grid = selection(args)
     dev = args.device
     flush = timing._L2Flusher(dev) if args.l2 == "cold" else None
 

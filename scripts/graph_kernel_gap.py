@@ -24,16 +24,12 @@ import statistics
 import sys
 import time
 
-from graph_steps import graph_steps  # scripts/: the shared loop
+from graph_steps import add_selection, graph_steps, selection  # scripts/: the shared loop
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--grid", default="portability")
-    p.add_argument("--where", action="append", default=[], help="AXIS=V1,V2 (as run --where)")
-    p.add_argument("--backends", default="flex,sdpa-cudnn")
-    p.add_argument("--limit", type=int, default=6, help="workloads (the first N that match)")
+    add_selection(p, grid="portability", backends="flex,sdpa-cudnn", limit=6)
     p.add_argument("--samples", type=int, default=100, help="graph samples per round")
     p.add_argument("--calls", type=int, default=50, help="eager calls per block and round")
     p.add_argument("--rounds", type=int, default=3)
@@ -41,16 +37,11 @@ def main(argv=None) -> int:
 
     import torch
 
-    from attnbench.backends.registry import all_backends
     from attnbench.measure import dispatch, timing
     from attnbench.measure.device import sync
-    from attnbench.workloads.axes import parse_filters, select
-    from attnbench.workloads.grids import get_grid
 
-    backends = {b.name: b for b in all_backends()}
-    chosen = [backends[n] for n in args.backends.split(",")]
+    backends, chosen, grid = selection(args)
     classifier = dispatch.Classifier.from_backends(backends.values())
-    grid = select(get_grid(args.grid), parse_filters(args.where))[: args.limit]
     dev = args.device
 
     lead_us = 20_000.0

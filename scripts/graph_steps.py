@@ -1,11 +1,33 @@
 """The loop that scripts/graph_chunks.py and scripts/graph_kernel_gap.py share: each (workload,
 backend) of their selection with the graph launch, prepared and called once as the runner does
 before it times (the backend's context held while the caller measures), a backend that refuses it
-said in a line, and each workload's inputs freed before the next one's."""
+said in a line, and each workload's inputs freed before the next one's; and the selection options
+they share (device, grid, --where, backends, limit)."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 from typing import Any, Callable, Iterator
+
+
+def add_selection(p: argparse.ArgumentParser, grid: str, backends: str, limit: int) -> None:
+    """The options that choose the workloads and backends, with the script's defaults."""
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--grid", default=grid)
+    p.add_argument("--where", action="append", default=[], help="AXIS=V1,V2 (as run --where)")
+    p.add_argument("--backends", default=backends)
+    p.add_argument("--limit", type=int, default=limit, help="workloads (the first N that match)")
+
+
+def selection(args: argparse.Namespace) -> tuple[dict, list, list]:
+    """(every backend by name, the chosen backends, the chosen workloads) from add_selection's options."""
+    from attnbench.backends.registry import all_backends
+    from attnbench.workloads.axes import parse_filters, select
+    from attnbench.workloads.grids import get_grid
+
+    backends = {b.name: b for b in all_backends()}
+    chosen = [backends[n] for n in args.backends.split(",")]
+    return backends, chosen, select(get_grid(args.grid), parse_filters(args.where))[: args.limit]
 
 
 def graph_steps(grid: list, backends: list, device: str, l2: str = "warm", width: int = 14,

@@ -12,11 +12,31 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "graph_steps.py"
 
 
 @pytest.fixture
-def graph_steps():
+def module():
     spec = importlib.util.spec_from_file_location("graph_steps", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.graph_steps
+    return mod
+
+
+@pytest.fixture
+def graph_steps(module):
+    return module.graph_steps
+
+
+def test_the_shared_selection_options_choose_backends_and_workloads(module):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    module.add_selection(p, grid="smoke", backends="reference", limit=5)
+    backends, chosen, grid = module.selection(p.parse_args([]))
+    assert [b.name for b in chosen] == ["reference"] and "reference" in backends and len(backends) > 1
+    assert grid == get_grid("smoke")[:5]
+    args = p.parse_args(["--where", "mode=prefill", "--backends", "reference,sdpa-math", "--limit", "2"])
+    _, chosen, grid = module.selection(args)
+    assert [b.name for b in chosen] == ["reference", "sdpa-math"]
+    assert len(grid) == 2 and {w.mode for w in grid} == {"prefill"}
+    assert args.device == "cuda"
 
 
 class Refuses:
