@@ -165,17 +165,34 @@ def cache_resumed(provenance: dict) -> bool:
     return (provenance.get("compile_cache") or {}).get("kind") in ("resumed", "named")
 
 
-def first_kept(ok: pd.DataFrame, provenances: dict) -> pd.Series:
-    """(backend, workload key) -> the first run (by id, which sorts as the runs began) that kept its
-    compiler cache with an OK row of theirs: from that run on, a part resuming the cache need not
-    compile them again (where the pieces carried held it all)."""
-    kept = {r for r, p in provenances.items() if cache_kept(p)}
-    return ok[ok["run_id"].isin(kept)].groupby(["backend", "workload_key"])["run_id"].min()
+def chain(last: str | None, provenances: dict) -> list[str]:
+    """The runs whose compiles a run resuming `last`'s cache begins with: none where `last` did not
+    keep its cache; else `last` and, where it began by resuming its predecessor's, what that one's
+    cache held in turn. A run that began fresh breaks the chain (a lost carry, a new machine): the
+    compiles of the runs before it are not in its cache. Run ids sort in the order the runs began."""
+    order = sorted(provenances)
+    out: list[str] = []
+    while last is not None and cache_kept(provenances.get(last, {})):
+        out.append(last)
+        i = order.index(last)
+        last = order[i - 1] if i > 0 and cache_resumed(provenances[last]) else None
+    return out
 
 
-def carried_pairs(ok: pd.DataFrame, provenances: dict) -> set:
-    """The (backend, workload key) pairs with an OK row from a run that kept its compiler cache."""
-    return set(first_kept(ok, provenances).index)
+def held_by(run: str, provenances: dict) -> list[str]:
+    """The earlier runs whose kept compiles `run` began with (chain of its predecessor's cache)."""
+    order = sorted(provenances)
+    if run not in order or not cache_resumed(provenances[run]) or order.index(run) == 0:
+        return []
+    return chain(order[order.index(run) - 1], provenances)
+
+
+def carried_pairs(ok: pd.DataFrame, provenances: dict, pieces: bool = True) -> set:
+    """The (backend, workload key) pairs whose compiles the next part begins with, resuming the last
+    run's cache: those with an OK row in a run of its chain; none where the pieces to resume from are
+    not here (`pieces` False)."""
+    runs = chain(max(provenances), provenances) if pieces and provenances else []
+    return set(map(tuple, ok[ok["run_id"].isin(runs)][["backend", "workload_key"]].itertuples(index=False)))
 
 
 LATER = ("the same run", "an earlier part, compiles of theirs carried", "an earlier part, none of their compiles carried")
@@ -185,7 +202,7 @@ def later_vs_first(ok: pd.DataFrame, provenances: dict) -> dict:
     """Later repeats' OK rows against their backend and workload's repeat-0 row, apart for a repeat 0
     of the same run (its compiler cache and processes were the run's), for a row of a part that
     resumed a kept cache holding the compiles of an earlier row of its backend and workload (any
-    repeat, in an earlier run that kept its cache), and for the rest (provenances: run id ->
+    repeat, in a run of the chain its cache came from: `held_by`), and for the rest (provenances: run id ->
     provenance; run ids sort in the order the runs began): how many rows, and their summed wall and
     first calls over those of repeat 0 (NaN where repeat 0's sum is 0): what the compiler cache
     spared a later repeat, or what it cost on top when it held nothing."""
@@ -195,8 +212,9 @@ def later_vs_first(ok: pd.DataFrame, provenances: dict) -> dict:
                             index=later.index, dtype=bool)]
     base = first.loc[list(zip(later["backend"], later["workload_key"]))]
     same = later["run_id"].to_numpy() == base["run_id"].to_numpy()
-    since = first_kept(ok, provenances).to_dict()
-    carried = np.array([cache_resumed(provenances.get(run, {})) and since.get(pair, run) < run
+    runs_of = ok.groupby(["backend", "workload_key"])["run_id"].agg(set).to_dict()
+    held = {run: set(held_by(run, provenances)) for run in later["run_id"].unique()}
+    carried = np.array([bool(held[run] & runs_of.get(pair, set()))
                         for run, pair in zip(later["run_id"], zip(later["backend"], later["workload_key"]))], dtype=bool)
 
     def over(a, b):
@@ -243,11 +261,14 @@ def ledger(args) -> None:
                 if lv["rows"]:
                     print(f"later repeats, repeat 0 in {name}: {lv['rows']} OK rows took {lv['wall']:.2f}x "
                           f"the wall of their repeat-0 rows, first calls {lv['first_call']:.2f}x")
-            c = remaining_cost(ok, todo, carried_pairs(ok, provenances))
+            pieces = any(Path(args.carry).parent.glob(PIECES.format(name=Path(args.carry).name.split(".")[0])))
+            c = remaining_cost(ok, todo, carried_pairs(ok, provenances, pieces))
             w, t = o["sweep_wall_s"] + c["wall_s"], o["timed_s"] + c["timed"]
             print(f"projected at the end, each attempt left as its repeat-0 row: wall / timed "
                   f"{w / t:.2f} ({duration(c['wall_s'])} more), {(w - c['first_call']) / t:.2f} if the cache "
                   f"spares every first call of theirs ({c['unmatched']} attempts without a row to go by)")
+            if not pieces:
+                print(f"  no compiler cache pieces beside {args.carry}: the next part compiles afresh")
             hit = later[LATER[1]]
             if c["carried"] and hit["rows"]:  # the attempts a kept cache compiled, at what carried rows took
                 wc = w - c["carried_wall"] * (1 - hit["wall"])

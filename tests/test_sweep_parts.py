@@ -252,8 +252,31 @@ def test_later_repeats_are_set_against_their_repeat0_row_apart_for_the_same_run_
     assert got[not_carried] == {"rows": 3, "wall": pytest.approx(30 / 26), "first_call": pytest.approx(13 / 11)}
     none = parts.later_vs_first(ok[ok["repeat"] == 0], provenances)
     assert [none[k]["rows"] for k in parts.LATER] == [0, 0, 0]
-    # the attempts left whose compiles a kept cache holds: those with an OK row from p2, p3 or p4
-    pairs = parts.carried_pairs(ok, provenances)
-    assert pairs == {("a", "w2"), ("a", "w3"), ("a", "w4"), ("a", "w5"), ("b", "w9")}  # any repeat compiles it
+    # the attempts left whose compiles the next part begins with: p4 began fresh, so only its own
+    assert parts.carried_pairs(ok, provenances) == {("a", "w4")}
+    assert parts.carried_pairs(ok, provenances, pieces=False) == set()  # the pieces to resume from are lost
+    # without p4, the last run p3 resumed p2's cache: both runs' rows, of any repeat
+    upto3 = {k: v for k, v in provenances.items() if k != "p4"}
+    pairs = parts.carried_pairs(ok[ok["run_id"] != "p4"], upto3)
+    assert pairs == {("a", "w2"), ("a", "w3"), ("a", "w4"), ("a", "w5"), ("b", "w9")}
     c = parts.remaining_cost(ok, [attempt("a", "w3", "prefill", 2), attempt("a", "w1", "prefill", 2)], pairs)
     assert c["carried"] == 1 and c["carried_wall"] == pytest.approx(10.0) and c["wall_s"] == pytest.approx(20.0)
+
+
+def test_a_run_that_began_fresh_breaks_the_chain_of_carried_compiles(parts):
+    def r(wk, repeat, run):
+        return row("a", wk, "prefill", repeat, 10.0, [1.0], 1, 4.0) | {"run_id": run}
+
+    kept = {"compile_cache": {"kind": "fresh", "dir": "d", "kept": True}}
+    resumed = {"compile_cache": {"kind": "resumed", "dir": "d", "kept": True}}
+    dropped = {"compile_cache": {"kind": "resumed", "dir": "d", "kept": False}}
+    provenances = {"r1": kept, "r2": resumed, "r3": kept, "r4": resumed, "r5": dropped, "r6": resumed}
+    assert parts.held_by("r2", provenances) == ["r1"]
+    assert parts.held_by("r3", provenances) == []  # fresh: r1 and r2's compiles were lost
+    assert parts.held_by("r4", provenances) == ["r3"]
+    assert parts.held_by("r6", provenances) == []  # r5 did not keep what it had
+    assert parts.chain("r4", provenances) == ["r4", "r3"]
+    ok = pd.DataFrame([r("w1", 0, "r1"), r("w2", 0, "r3"), r("w1", 1, "r4"), r("w2", 1, "r4")])
+    got = parts.later_vs_first(ok, provenances)
+    assert got[parts.LATER[1]]["rows"] == 1 and got[parts.LATER[2]]["rows"] == 1  # w2 carried, w1 not
+    assert parts.carried_pairs(ok, {k: provenances[k] for k in ("r1", "r2", "r3", "r4")}) == {("a", "w1"), ("a", "w2")}
