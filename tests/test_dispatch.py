@@ -305,9 +305,9 @@ class _FakeProfile:
 class _Ev:
     """A kineto event as the profiler's results list it."""
 
-    def __init__(self, name, kind, us, start_us=0.0, thread=1, device=0):
+    def __init__(self, name, kind, us, start_us=0.0, thread=1, device=0, corr=0, link=0):
         self._n, self._k, self._ns, self._t0, self._tid = name, kind, int(us * 1000), int(start_us * 1000), thread
-        self._dev = device
+        self._dev, self._corr, self._link = device, corr, link
 
     def name(self): return self._n
     def activity_type(self): return self._k
@@ -316,6 +316,8 @@ class _Ev:
     def start_ns(self): return self._t0
     def start_thread_id(self): return self._tid
     def device_index(self): return self._dev
+    def correlation_id(self): return self._corr
+    def linked_correlation_id(self): return self._link  # device work: the id of the host event that launched it
 
 
 class _OldEv:
@@ -334,6 +336,8 @@ class _OldEv:
     def end_ns(self): return self._ev.start_ns() + self._ev.duration_ns()
     def start_thread_id(self): return self._ev.start_thread_id()
     def device_index(self): return self._ev.device_index()
+    def correlation_id(self): return self._ev.correlation_id()
+    def linked_correlation_id(self): return self._ev.linked_correlation_id()
 
     def device_type(self):
         gpu = self._ev.activity_type() in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
@@ -367,6 +371,39 @@ def test_cuda_probe_weighs_kernels_by_device_time_and_ignores_user_ranges(monkey
     assert probe(lambda: None, "cuda").kernel_us == pytest.approx(1722.0)
     # CPU: no device time
     assert probe(lambda: None, "cpu").kernel_us is None
+
+
+def test_cuda_probe_tells_each_calls_device_time_by_the_host_event_that_launched_it(monkeypatch):
+    """A kernel, copy or memset belongs to the call whose host range holds the operator (or the range
+    itself, as for a graph replay) it is linked to; the range's GPU span is not work. Anything that
+    cannot be told to a call leaves no split rather than a wrong one."""
+    import torch.profiler
+
+    from attnbench.measure.dispatch import CALL_RANGE
+
+    def trace(extra=()):
+        return [_Ev(CALL_RANGE, "user_annotation", 100.0, 0.0, corr=20),
+                _Ev(CALL_RANGE, "user_annotation", 100.0, 100.0, corr=21),
+                _Ev(CALL_RANGE, "gpu_user_annotation", 90.0, 5.0, link=20),  # the first range's span on the GPU
+                _Ev("aten::x", "cpu_op", 5.0, 10.0, corr=11), _Ev("aten::y", "cpu_op", 5.0, 110.0, corr=12),
+                _Ev("cudaLaunchKernel", "cuda_runtime", 2.0, 11.0, corr=90, link=11),  # a runtime call: not work
+                _Ev("k_first", "kernel", 30.0, 20.0, link=11), _Ev("Memcpy DtoD", "gpu_memcpy", 2.0, 50.0, link=11),
+                _Ev("k_second", "kernel", 10.0, 120.0, link=12),
+                _Ev("k_replayed", "kernel", 5.0, 130.0, link=21), *extra]
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    for events in (trace(), [_OldEv(e) for e in trace()]):  # with activity_type(), and as torch 2.11 lists them
+        monkeypatch.setattr(torch.profiler, "profile", _FakeProfile(events))
+        p = probe(lambda: None, "cuda", calls=2)
+        assert p.call_kernel_us == [32.0, 15.0] and p.kernel_us == pytest.approx(23.5)
+        assert p.to_record()["kernel_calls_us"] == [32.0, 15.0]
+    for stray in (_Ev("k_late", "kernel", 1.0, 300.0, link=13),  # linked to no host event
+                  _Ev("k_outside", "kernel", 1.0, 300.0, link=14)):  # to one outside every call
+        events = trace([stray, _Ev("aten::z", "cpu_op", 1.0, 250.0, corr=14)])
+        monkeypatch.setattr(torch.profiler, "profile", _FakeProfile(events))
+        p = probe(lambda: None, "cuda", calls=2)
+        assert p.call_kernel_us == [] and p.to_record()["kernel_calls_us"] is None
+        assert p.kernel_us == pytest.approx(24.0)  # the mean over calls is unchanged by the split
 
 
 def test_cpu_probe_weighs_operators_by_self_time():
@@ -554,3 +591,31 @@ def test_an_attempt_whose_work_ran_on_another_gpu_is_a_dispatch_mismatch(monkeyp
     assert "75% of the calls' device time ran on another GPU than the attempt's cpu" in res["reason"]
     assert res["reason"].startswith("after timing: ") == (which == "late")
     assert bool(res.get("samples_us")) == (which == "late")  # timed before the late probe, not before the first
+
+
+def test_an_attempt_stores_the_calls_of_both_probes_in_order(monkeypatch):
+    """kernel_calls_us: the probe before timing's calls, then the late probe's; none where the first
+    probe could not split its calls (a list of the late calls alone would read as the first ones)."""
+    from attnbench.backends.registry import builtin
+    from attnbench.measure import dispatch
+    from attnbench.runner import attempt
+    from attnbench.workloads import Workload
+
+    real = dispatch.probe
+    w = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_heads=2, head_dim=16, head_dim_v=16,
+                 dtype="fp32")
+    spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0,
+            "timing": dict(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, max_samples=5, max_time_s=0.05)}
+    for first, late, want in (([50.0, 40.0, 41.0], [39.0, 40.5], [50.0, 40.0, 41.0, 39.0, 40.5]),
+                              ([], [39.0, 40.5], None), ([50.0, 40.0, 41.0], [], [50.0, 40.0, 41.0])):
+        lists = iter([first, late])
+
+        def probe_split(*a, **kw):
+            p = real(*a, **kw)
+            p.call_kernel_us = next(lists)
+            return p
+
+        monkeypatch.setattr(dispatch, "probe", probe_split)
+        res = attempt.run(spec, {b.name: b for b in builtin()}["sdpa-math"], attempt.WorkloadCache())
+        assert res["status"] == "OK", res.get("reason")
+        assert res.get("kernel_calls_us") == want

@@ -192,6 +192,7 @@ def test_work_the_timer_cannot_see_is_never_ok(tmp_path):
     for r in by(rows, "sdpa-flash"):
         assert r["status"] == "OK", r["reason"]
         assert r["kernel_us"] > 0 and 0.7 <= r["timed_over_kernel"], r
+        assert len(json.loads(r["kernel_calls_us"])) == 5, r["kernel_calls_us"]  # three calls before timing, two after
         if r["launch"] == "graph":
             assert r["timed_over_kernel"] < 1.3  # device time only: close to the kernels' own time
     own = by(rows, "fake-own-stream")
@@ -256,6 +257,27 @@ def test_the_probe_finds_the_attempts_gpu_and_no_work_elsewhere():
     for step in (lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True), lambda: q @ q.transpose(-1, -2)):
         p = dispatch.probe(step, "cuda:0", calls=2)
         assert p.status == "probed" and p.kernel_us > 0 and p.elsewhere == {}, (p.kernels, p.elsewhere)
+
+
+def test_the_probe_tells_each_calls_device_time_eager_and_replayed():
+    """Each probed call's kernels are told to it by the host event that launched them, eager calls
+    and graph replays alike: one figure per call, their mean kernel_us; stored for both probes."""
+    import torch.nn.functional as F
+
+    from attnbench.measure import dispatch, timing
+
+    q = torch.randn(8, 32, 1, 64, device="cuda:0", dtype=torch.bfloat16)
+    k = torch.randn(8, 8, 2048, 64, device="cuda:0", dtype=torch.bfloat16)
+
+    def step():
+        return F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+
+    graph = timing.capture_graph(step, 1, "cuda:0")
+    for fn in (step, graph.replay):
+        p = dispatch.probe(fn, "cuda:0", calls=3)
+        print("CALLS", p.call_kernel_us, p.kernel_us, p.kernels[:3])
+        assert len(p.call_kernel_us) == 3 and min(p.call_kernel_us) > 0, (p.call_kernel_us, p.kernels)
+        assert sum(p.call_kernel_us) / 3 == pytest.approx(p.kernel_us, rel=1e-3)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")

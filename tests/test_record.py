@@ -81,7 +81,7 @@ def test_every_measured_value_reaches_the_store(w, monkeypatch, tmp_path):
         if value is None:
             # OK has no reason; CPU has no allocator statistics or kernel time; GEMMs are no attention family
             assert name in ("reason", "peak_mem_bytes", "rel_err", "dispatch_attention_family", "kernel_us",
-                            "trend"), name  # trend: too few samples at this budget
+                            "kernel_calls_us", "trend"), name  # trend: too few samples at this budget
             continue
         assert row[name] is not None, f"{name} was measured but not stored"
         assert row[name] == (int(value) if isinstance(value, bool) else value), name
@@ -199,7 +199,8 @@ def test_a_spawned_sweep_stores_every_measured_column(tmp_path):
                  "--backends", "fake-good", "--db", str(db), "--max-time", "0.05"]) == 0
     (row,) = rows_of(db)
     assert row["status"] == "OK"
-    on_cpu_absent = {"peak_mem_bytes", "rel_err", "dispatch_attention_family", "kernel_us", "trend"} | set(NVML)
+    on_cpu_absent = {"peak_mem_bytes", "rel_err", "dispatch_attention_family", "kernel_us", "kernel_calls_us",
+                     "trend"} | set(NVML)
     for name in record.names_from(record.ATTEMPT) - on_cpu_absent - {"reason"}:
         assert row[name] is not None, name
     assert json.loads(row["phases_s"]).keys() == {"inputs", "prepare", "cold_call", "check", "probe", "memory",

@@ -102,6 +102,9 @@ _TIMING = [
        ATTEMPT, TIMED),
     _c("kernel_us", float, "device time of one call's kernels on every stream, from the dispatch probe (CUDA)",
        ATTEMPT, RAN),
+    _c("kernel_calls_us", list, "JSON list of each probed call's device time in µs, the probe before timing "
+                                "then the one after (CUDA; none where a kernel could not be told to its call)",
+       ATTEMPT, RAN),
     _c("timed_over_kernel", float, "median_us / kernel_us: 1 when the timer sees exactly the kernels' time; "
                                    "above it, launch gaps and host cost", DERIVED, TIMED),
     _c("host_bound", bool, "1 for an eager row whose median is more than HOST_BOUND_RATIO x its kernel time "

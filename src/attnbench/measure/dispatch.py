@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Callable, Iterable
@@ -55,7 +54,8 @@ _DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 # Correct built-in backends stay at 0 (docs/methodology.md); a fused kernel for one KV group of eight
 # with GEMMs for the rest is far above.
 MATERIAL_SHARE = 0.10
-# The profiler range around each probed call on CPU: operators are told to a call by their start.
+# The profiler range around each probed call: on CPU operators are told to a call by their start, on
+# CUDA device work by the start of the host event it is linked to (the operator that launched it).
 CALL_RANGE = "attnbench.probe.call"
 
 
@@ -77,12 +77,16 @@ class Probe:
     # descheduled inside one operator inflates that call's time of it only; a path that runs in every
     # call shows its share in the calls the stall spared. Empty on CUDA (kernels of all calls together).
     call_shares: list = field(default_factory=list)
+    # CUDA: device time of each call's kernels, copies and memsets (µs, in call order); empty where
+    # some of it could not be told to a call. How the calls differ (a first call after an idle GPU)
+    # is what kernel_us, their mean, hides.
+    call_kernel_us: list = field(default_factory=list)
 
     def to_record(self) -> dict:
         """The record columns this probe fills."""
         return {"dispatch_kernels": self.kernels, "dispatch_families": self.families, "kernel_us": self.kernel_us,
                 "dispatch_main_family": self.main_family, "dispatch_attention_family": self.attention_family,
-                "dispatch_status": self.status}
+                "dispatch_status": self.status, "kernel_calls_us": self.call_kernel_us or None}
 
 
 def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = None, calls: int = 1) -> Probe:
@@ -98,7 +102,7 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     try:
         with profile(activities=acts) as prof:
             for _ in range(calls):
-                with (nullcontext() if cuda else record_function(CALL_RANGE)):
+                with record_function(CALL_RANGE):
                     step()
             if cuda:
                 torch.cuda.synchronize()
@@ -114,6 +118,7 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
     else:
         total = sum(weight.values()) / 1e3 / calls  # ns -> us, per call
         p.kernel_us = total or None
+        p.call_kernel_us = [round(ns / 1e3, 3) for ns in _device_time_per_call(events, work)]
         home = home_index(device)
         if home is not None:
             p.elsewhere = shares_elsewhere(_device_time(work, lambda e: e.device_index()), home)
@@ -185,6 +190,37 @@ def _device_work(events) -> list:
     version calls it)."""
     ranges = {e.name() for e in events if e.is_user_annotation()}
     return [e for e in events if _kind(e) in _DEVICE_WORK and not e.is_user_annotation() and e.name() not in ranges]
+
+
+def _on_device(e) -> bool:
+    """Whether the event is on the GPU (work, or a range's GPU span), not the host."""
+    if hasattr(e, "activity_type"):
+        return e.activity_type() in _DEVICE_WORK + ("gpu_user_annotation",)
+    return e.device_type() == _cuda_device_type()
+
+
+def _device_time_per_call(events, work) -> list[int]:
+    """ns of device work per call, in call order: each kernel, copy or memset belongs to the call whose
+    host range (CALL_RANGE) holds the start of the host event it is linked to (the profiler's linked
+    correlation id: the operator, or the range itself, that launched it). Empty where any of it cannot
+    be told to a call (no link, a launch outside every range, a torch without the ids)."""
+    spans = sorted((e.start_ns(), e.start_ns() + _ns(e)) for e in events
+                   if e.name() == CALL_RANGE and e.is_user_annotation() and not _on_device(e))
+    if not spans or not work:
+        return []
+    try:
+        launched = {e.correlation_id(): e.start_ns() for e in events
+                    if not _on_device(e) and e.linked_correlation_id() == 0}
+        per = [0] * len(spans)
+        for d in work:
+            t = launched.get(d.linked_correlation_id())
+            i = next((i for i, (lo, hi) in enumerate(spans) if t is not None and lo <= t < hi), None)
+            if i is None:
+                return []
+            per[i] += max(_ns(d), 1)
+    except (AttributeError, RuntimeError):
+        return []
+    return per
 
 
 def _device_time(work, key: Callable) -> Counter:

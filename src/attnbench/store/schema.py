@@ -19,7 +19,8 @@ from ..workloads.axes import AXES
 # migration adds nothing; the version keeps an older attnbench from reading 'included' rows as the
 # decode it knows.
 # 9: late_samples (graph samples queued in chunks, those the host was late for dropped and counted).
-SCHEMA_VERSION = 9
+# 10: kernel_calls_us (each probed call's device time, beside kernel_us, the smaller probe's mean).
+SCHEMA_VERSION = 10
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):
