@@ -564,13 +564,24 @@ def test_home_index_is_the_index_the_profiler_gives_one_kernel_on_the_device(mon
     dispatch.home_index.cache_clear()
 
 
+def _tiny_sdpa_math_attempt() -> dict:
+    """One whole attempt of sdpa-math on a tiny CPU prefill, as a worker runs it (with dispatch.probe
+    as the test has patched it)."""
+    from attnbench.backends.registry import builtin
+    from attnbench.runner import attempt
+    from attnbench.workloads import Workload
+
+    w = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_heads=2, head_dim=16, head_dim_v=16,
+                 dtype="fp32")
+    spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0,
+            "timing": dict(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, max_samples=5, max_time_s=0.05)}
+    return attempt.run(spec, {b.name: b for b in builtin()}["sdpa-math"], attempt.WorkloadCache())
+
+
 @pytest.mark.parametrize("which", ["first", "late"])
 def test_an_attempt_whose_work_ran_on_another_gpu_is_a_dispatch_mismatch(monkeypatch, which):
     """Either probe (before timing, after it) seeing most of the device time on another GPU fails the row."""
-    from attnbench.backends.registry import builtin
     from attnbench.measure import dispatch
-    from attnbench.runner import attempt
-    from attnbench.workloads import Workload
 
     real, calls = dispatch.probe, []
 
@@ -582,11 +593,7 @@ def test_an_attempt_whose_work_ran_on_another_gpu_is_a_dispatch_mismatch(monkeyp
         return p
 
     monkeypatch.setattr(dispatch, "probe", probe_elsewhere)
-    w = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_heads=2, head_dim=16, head_dim_v=16,
-                 dtype="fp32")
-    spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0,
-            "timing": dict(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, max_samples=5, max_time_s=0.05)}
-    res = attempt.run(spec, {b.name: b for b in builtin()}["sdpa-math"], attempt.WorkloadCache())
+    res = _tiny_sdpa_math_attempt()
     assert res["status"] == "DISPATCH_MISMATCH"
     assert "75% of the calls' device time ran on another GPU than the attempt's cpu" in res["reason"]
     assert res["reason"].startswith("after timing: ") == (which == "late")
@@ -596,16 +603,9 @@ def test_an_attempt_whose_work_ran_on_another_gpu_is_a_dispatch_mismatch(monkeyp
 def test_an_attempt_stores_the_calls_of_both_probes_in_order(monkeypatch):
     """kernel_calls_us: the probe before timing's calls, then the late probe's; none where the first
     probe could not split its calls (a list of the late calls alone would read as the first ones)."""
-    from attnbench.backends.registry import builtin
     from attnbench.measure import dispatch
-    from attnbench.runner import attempt
-    from attnbench.workloads import Workload
 
     real = dispatch.probe
-    w = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_heads=2, head_dim=16, head_dim_v=16,
-                 dtype="fp32")
-    spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0,
-            "timing": dict(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, max_samples=5, max_time_s=0.05)}
     for first, late, want in (([50.0, 40.0, 41.0], [39.0, 40.5], [50.0, 40.0, 41.0, 39.0, 40.5]),
                               ([], [39.0, 40.5], None), ([50.0, 40.0, 41.0], [], [50.0, 40.0, 41.0])):
         lists = iter([first, late])
@@ -616,6 +616,6 @@ def test_an_attempt_stores_the_calls_of_both_probes_in_order(monkeypatch):
             return p
 
         monkeypatch.setattr(dispatch, "probe", probe_split)
-        res = attempt.run(spec, {b.name: b for b in builtin()}["sdpa-math"], attempt.WorkloadCache())
+        res = _tiny_sdpa_math_attempt()
         assert res["status"] == "OK", res.get("reason")
         assert res.get("kernel_calls_us") == want

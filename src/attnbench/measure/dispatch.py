@@ -199,28 +199,30 @@ def _on_device(e) -> bool:
     return e.device_type() == _cuda_device_type()
 
 
+def _call_spans(events) -> list[tuple[int, int]]:
+    """The host ranges (CALL_RANGE) of the probed calls, in call order (not their GPU spans)."""
+    return sorted((e.start_ns(), e.start_ns() + _ns(e)) for e in events
+                  if e.name() == CALL_RANGE and e.is_user_annotation() and not _on_device(e))
+
+
 def _device_time_per_call(events, work) -> list[int]:
     """ns of device work per call, in call order: each kernel, copy or memset belongs to the call whose
     host range (CALL_RANGE) holds the start of the host event it is linked to (the profiler's linked
     correlation id: the operator, or the range itself, that launched it). Empty where any of it cannot
     be told to a call (no link, a launch outside every range, a torch without the ids)."""
-    spans = sorted((e.start_ns(), e.start_ns() + _ns(e)) for e in events
-                   if e.name() == CALL_RANGE and e.is_user_annotation() and not _on_device(e))
-    if not spans or not work:
-        return []
+    spans = _call_spans(events)
     try:
         launched = {e.correlation_id(): e.start_ns() for e in events
                     if not _on_device(e) and e.linked_correlation_id() == 0}
-        per = [0] * len(spans)
-        for d in work:
+
+        def call_of(d) -> int | None:
             t = launched.get(d.linked_correlation_id())
-            i = next((i for i, (lo, hi) in enumerate(spans) if t is not None and lo <= t < hi), None)
-            if i is None:
-                return []
-            per[i] += max(_ns(d), 1)
+            return next((i for i, (lo, hi) in enumerate(spans) if t is not None and lo <= t < hi), None)
+
+        per = _device_time(work, call_of)
     except (AttributeError, RuntimeError):
         return []
-    return per
+    return [] if not per or None in per else [per[i] for i in range(len(spans))]
 
 
 def _device_time(work, key: Callable) -> Counter:
@@ -255,8 +257,7 @@ def _cpu_self_time(events) -> Counter:
 def _cpu_self_time_per_call(events) -> list[Counter]:
     """Self time per operator name in each call's range (CALL_RANGE), in call order; an operator
     belongs to the range it starts in, on whatever thread. No ranges: no per-call split."""
-    spans = sorted((e.start_ns(), e.start_ns() + _ns(e)) for e in events
-                   if e.is_user_annotation() and e.name() == CALL_RANGE)
+    spans = _call_spans(events)
     if len(spans) < 2:
         return []
     ops = [e for e in events if _kind(e) == "cpu_op" and not e.is_user_annotation()]
