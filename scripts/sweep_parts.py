@@ -167,24 +167,16 @@ def cache_resumed(provenance: dict) -> bool:
 
 def chain(last: str | None, provenances: dict) -> list[str]:
     """The runs whose compiles a run resuming `last`'s cache begins with: none where `last` did not
-    keep its cache; else `last` and, where it began by resuming its predecessor's, what that one's
-    cache held in turn. A run that began fresh breaks the chain (a lost carry, a new machine): the
-    compiles of the runs before it are not in its cache. Run ids sort in the order the runs began."""
-    order = sorted(provenances)
-    out: list[str] = []
-    while last is not None and cache_kept(provenances.get(last, {})):
-        out.append(last)
-        i = order.index(last)
-        last = order[i - 1] if i > 0 and cache_resumed(provenances[last]) else None
-    return out
+    keep its cache; else `last` and what it began with (`held_by`). A run that began fresh breaks the
+    chain (a lost carry, a new machine): the compiles of the runs before it are not in its cache."""
+    return [last, *held_by(last, provenances)] if last and cache_kept(provenances.get(last, {})) else []
 
 
 def held_by(run: str, provenances: dict) -> list[str]:
-    """The earlier runs whose kept compiles `run` began with (chain of its predecessor's cache)."""
-    order = sorted(provenances)
-    if run not in order or not cache_resumed(provenances[run]) or order.index(run) == 0:
-        return []
-    return chain(order[order.index(run) - 1], provenances)
+    """The earlier runs whose kept compiles `run` began with: where it resumed a cache, the chain of
+    the run before it (run ids sort in the order the runs began)."""
+    earlier = [r for r in sorted(provenances) if r < run]
+    return chain(earlier[-1], provenances) if earlier and cache_resumed(provenances.get(run, {})) else []
 
 
 def carried_pairs(ok: pd.DataFrame, provenances: dict, pieces: bool = True) -> set:
@@ -261,7 +253,7 @@ def ledger(args) -> None:
                 if lv["rows"]:
                     print(f"later repeats, repeat 0 in {name}: {lv['rows']} OK rows took {lv['wall']:.2f}x "
                           f"the wall of their repeat-0 rows, first calls {lv['first_call']:.2f}x")
-            pieces = any(Path(args.carry).parent.glob(PIECES.format(name=Path(args.carry).name.split(".")[0])))
+            pieces = bool(cache_pieces(Path(args.carry).parent, Path(args.carry).name.removesuffix(".sqlite.gz")))
             c = remaining_cost(ok, todo, carried_pairs(ok, provenances, pieces))
             w, t = o["sweep_wall_s"] + c["wall_s"], o["timed_s"] + c["timed"]
             print(f"projected at the end, each attempt left as its repeat-0 row: wall / timed "
@@ -305,6 +297,11 @@ KIND_SETS = (("inductor", "triton", "jax"), ("inductor", "jax"), ("jax",))  # In
 PIECES = "{name}.cache.t?z.*"  # txz; tgz from parts packed before xz
 
 
+def cache_pieces(folder: Path, name: str) -> list[Path]:
+    """NAME's compiler cache pieces in the folder, in order."""
+    return sorted(folder.glob(PIECES.format(name=name)))
+
+
 def _open(pieces: list[Path]) -> tarfile.TarFile:
     """The tar the pieces make in order, xz or gzip (tarfile tells which)."""
     return tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in pieces)), mode="r:*")
@@ -342,7 +339,7 @@ def _xz_tar(cache: Path, kinds: list[str]) -> bytes:
 def pack(cache: Path, out: Path, name: str) -> list[str]:
     """The largest of KIND_SETS whose archive fits MAX_PIECES pieces, written as out/NAME.cache.txz.NN
     (earlier pieces of that name removed first); the kinds packed, [] when none fits or none is there."""
-    for old in out.glob(PIECES.format(name=name)):
+    for old in cache_pieces(out, name):
         old.unlink()
     for kinds in KIND_SETS:
         have = [k for k in kinds if (cache / k).is_dir()]
@@ -381,7 +378,7 @@ def _carried_merge(carried: list[Path], returned: list[Path], returned_kinds: se
     if not missing <= set(kinds):
         return None
     print(f"kept the carried cache's {' '.join(sorted(missing))} beside the returned {' '.join(sorted(set(kinds) - missing))}")
-    return sorted((work / "pieces").glob(PIECES.format(name=name)))
+    return cache_pieces(work / "pieces", name)
 
 
 def take(args) -> None:
@@ -393,7 +390,7 @@ def take(args) -> None:
         to = kept / f.name
         if to.exists() and to.read_bytes() != f.read_bytes():
             raise SystemExit(f"sweep_parts: {to} exists and differs: not overwritten")
-    pieces = sorted(src.glob(PIECES.format(name=args.name)))
+    pieces = cache_pieces(src, args.name)
     if pieces:
         try:
             names = members(pieces)
@@ -407,7 +404,7 @@ def take(args) -> None:
         print("no compiler cache returned: the next part takes the last one kept, if any")
     else:
         carry.mkdir(parents=True, exist_ok=True)
-        carried = sorted(carry.glob(PIECES.format(name=args.name)))
+        carried = cache_pieces(carry, args.name)
         with tempfile.TemporaryDirectory() as tmp:
             merged = _carried_merge(carried, pieces, kinds_of(names), args.name, Path(tmp))
             if merged:
