@@ -238,9 +238,12 @@ def test_the_append_is_checked_again_after_timing(monkeypatch):
 SHAPES = [dict(), dict(layout="BNHD", kv_heads=4), dict(causal=True, window=8)]
 
 
-# every shape for the eager backends, one for the compiled ones (each shape is a compile)
+# every shape for the eager backends, one for the compiled ones (each shape is a compile). flex's is 48
+# long: on an AVX2-only CPU torch 2.13.0's compiled flex_attention returns wrong values (NaN) at a KV
+# length of 40, with or without the append, and right ones at the other lengths tried from 16 to 130
+# (attnbench rightly calls it INCORRECT)
 @pytest.mark.parametrize("name,kw", [(n, kw) for n in ("reference", "sdpa-math", "sdpa-flash") for kw in SHAPES]
-                         + [("flex", SHAPES[0]), ("compile", SHAPES[0])])
+                         + [("flex", dict(kv_len=48)), ("compile", SHAPES[0])])
 def test_torch_backends_append_and_are_ok(name, kw):
     w = d_(**kw)
     assert backend(name).supports(w, CPU) is None
