@@ -259,9 +259,11 @@ def test_the_probe_finds_the_attempts_gpu_and_no_work_elsewhere():
         assert p.status == "probed" and p.kernel_us > 0 and p.elsewhere == {}, (p.kernels, p.elsewhere)
 
 
-def test_the_probe_tells_each_calls_device_time_eager_and_replayed():
-    """Each probed call's kernels are told to it by the host event that launched them, eager calls
-    and graph replays alike: one figure per call, their mean kernel_us; stored for both probes."""
+def test_the_probe_tells_each_calls_device_time():
+    """Each probed eager call's kernels are told to it by the host operator that launched them: one
+    figure per call, their mean kernel_us. (A graph replay's kernels are not linked to an operator on
+    torch 2.11: its probe reads their total only; the sweep probes the eager step under both
+    launches.)"""
     import torch.nn.functional as F
 
     from attnbench.measure import dispatch, timing
@@ -272,12 +274,14 @@ def test_the_probe_tells_each_calls_device_time_eager_and_replayed():
     def step():
         return F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
 
-    graph = timing.capture_graph(step, 1, "cuda:0")
-    for fn in (step, graph.replay):
-        p = dispatch.probe(fn, "cuda:0", calls=3)
-        print("CALLS", p.call_kernel_us, p.kernel_us, p.kernels[:3])
-        assert len(p.call_kernel_us) == 3 and min(p.call_kernel_us) > 0, (p.call_kernel_us, p.kernels)
-        assert sum(p.call_kernel_us) / 3 == pytest.approx(p.kernel_us, rel=1e-3)
+    p = dispatch.probe(step, "cuda:0", calls=3)
+    print("CALLS", p.call_kernel_us, p.kernel_us, p.kernels[:3])
+    assert len(p.call_kernel_us) == 3 and min(p.call_kernel_us) > 0, (p.call_kernel_us, p.kernels)
+    assert sum(p.call_kernel_us) / 3 == pytest.approx(p.kernel_us, rel=1e-3)
+    late = dispatch.probe(step, "cuda:0", calls=2)
+    assert len(late.call_kernel_us) == 2 and min(late.call_kernel_us) > 0, late.call_kernel_us
+    replayed = dispatch.probe(timing.capture_graph(step, 1, "cuda:0").replay, "cuda:0", calls=3)
+    assert set(replayed.kernels) == set(p.kernels) and replayed.kernel_us == pytest.approx(p.kernel_us, rel=0.5)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")

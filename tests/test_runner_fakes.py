@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import statistics
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ import pytest
 from attnbench.backends.base import Backend, DeviceInfo
 from attnbench.backends.registry import load_plugin_file
 from attnbench.measure import correctness
-from attnbench.runner import attempt
+from attnbench.runner import attempt, gates
 from attnbench.runner.planner import plan
 from attnbench.status import ORDER, Status
 from attnbench.workloads import Workload
@@ -190,6 +191,34 @@ def test_kernel_time_is_the_faster_of_the_two_probes(monkeypatch):
     monkeypatch.setattr(dispatch, "probe", probe)
     res = run_one("fake-good", PREFILL)
     assert seen == [900.0, 450.0] and res["kernel_us"] == 450.0
+
+
+def test_kernel_time_is_the_median_call_where_the_probes_split_their_calls(monkeypatch):
+    """Where each probed call's device time is known, one call's kernel time is their median: the first
+    call of each probe (an L2 holding what the checks read) is long in both probes, so neither probe's
+    mean is the steady call; work hidden in every call still weighs on the median."""
+    from attnbench.measure import dispatch
+
+    real = dispatch.probe
+    for first, late, want in (([68.6, 52.0, 47.5], [68.3, 46.8], 52.0),  # flex decode B8 under a graph, H200
+                              ([900.0, 900.0, 900.0], [], 900.0),         # the late probe could not split
+                              ([], [40.0, 41.0], 24.0)):                  # nor the first: the smaller mean
+        lists = iter([(first, 24.0), (late, 30.0)])
+
+        def probe(*a, **k):
+            p = real(*a, **k)
+            p.call_kernel_us, p.kernel_us = next(lists)
+            return p
+
+        monkeypatch.setattr(dispatch, "probe", probe)
+        res = run_one("fake-good", PREFILL)
+        assert res["kernel_us"] == pytest.approx(want), (first, late)
+        judged = gates.judge(res, {}, None, "cpu")
+        assert judged["timed_over_kernel"] == pytest.approx(statistics.median(res["samples_us"]) / want)
+    # the gate judges against it: timed calls far short of the median call are IMPLAUSIBLE
+    lists = iter([([2e6, 1e6, 1e6], 24.0), ([2e6, 1e6], 24.0)])  # both means would pass them
+    judged = gates.judge(run_one("fake-good", PREFILL), {}, None, "cpu")
+    assert judged["status"] == "IMPLAUSIBLE" and "did not see the work" in judged["reason"], judged["reason"]
 
 
 def test_correct_backends_sharing_a_worker_after_a_mutating_one_stay_ok():

@@ -100,7 +100,8 @@ _TIMING = [
        ATTEMPT, TIMED),
     _c("stationary", bool, "1 when warm-up settled and |trend| is within the threshold (measure/timing.py)",
        ATTEMPT, TIMED),
-    _c("kernel_us", float, "device time of one call's kernels on every stream, from the dispatch probe (CUDA)",
+    _c("kernel_us", float, "device time of one call's kernels on every stream, from the dispatch probes (CUDA): "
+                           "the median of kernel_calls_us where present, else the smaller probe's mean",
        ATTEMPT, RAN),
     _c("kernel_calls_us", list, "JSON list of each probed call's device time in µs, the probe before timing "
                                 "then the one after (CUDA; none where a kernel could not be told to its call)",

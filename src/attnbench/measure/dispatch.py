@@ -6,6 +6,7 @@ after every declared family (backends/kernels.py)."""
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
@@ -123,6 +124,17 @@ def probe(step: Callable[[], Any], device: str, classifier: Classifier | None = 
         if home is not None:
             p.elsewhere = shares_elsewhere(_device_time(work, lambda e: e.device_index()), home)
     return p
+
+
+def steady_kernel_us(first: float | None, late: float | None, calls: list[float] | None) -> float | None:
+    """One call's kernel time as the timed calls meet it: the median of the probed calls' device times
+    where each call's is known (the first call of a probe can meet an L2 holding what the checks
+    before it read, or a GPU still at idle clocks; hidden work is in every call), else the smaller
+    of the two probes' means (an unsplit probe)."""
+    if calls:
+        return float(statistics.median(calls))
+    known = [v for v in (first, late) if v]
+    return min(known) if known else None
 
 
 @cache

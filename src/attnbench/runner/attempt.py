@@ -166,11 +166,10 @@ def _measure(w, prepared, inputs, ref, backend, spec, device, res, clock, classi
         late = dispatch.probe(step, device, classifier, calls=LATE_PROBE_CALLS)
     if res.get("kernel_calls_us") and late.call_kernel_us:  # the calls of both probes, in order
         res["kernel_calls_us"] = res["kernel_calls_us"] + late.call_kernel_us
+    steady = dispatch.steady_kernel_us(res.get("kernel_us"), late.kernel_us, res.get("kernel_calls_us"))
+    if steady is not None:
+        res["kernel_us"] = steady
     if late.status == "probed":
-        if late.kernel_us and res.get("kernel_us"):
-            # the fewer µs of the two probes: a probe that met a GPU still at idle clocks (the first
-            # calls after the checks) overstates the kernels' time; hidden work shows in both
-            res["kernel_us"] = min(res["kernel_us"], late.kernel_us)
         share = dispatch.undeclared_share(expected, late, side)
         if share is not None:
             res["undeclared_share"] = max(share, res["undeclared_share"] or 0.0)

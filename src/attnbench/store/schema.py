@@ -20,6 +20,9 @@ from ..workloads.axes import AXES
 # decode it knows.
 # 9: late_samples (graph samples queued in chunks, those the host was late for dropped and counted).
 # 10: kernel_calls_us (each probed call's device time, beside kernel_us, the smaller probe's mean).
+# Later, in the same version (no column changed): kernel_us is the median of kernel_calls_us where a row
+# has them, the smaller probe's mean where it has none. Rows of runs at git_sha 2c79b72 or before hold the
+# smaller mean beside their kernel_calls_us (the median of those is the later figure).
 SCHEMA_VERSION = 10
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
