@@ -18,7 +18,9 @@
 #                    store while the sweep is unfinished) travels too: out/carry/NAME.cache.txz.NN in,
 #                    NAME.cache.txz.NN back (xz, 12 MiB pieces, four at most: what a call returns and
 #                    carries; when all of it is larger, Inductor's and JAX's parts, else JAX's:
-#                    scripts/sweep_parts.py pack)
+#                    scripts/sweep_parts.py pack). A machine lost mid-part (a call missed its 30 s)
+#                    leaves the last call's NAME.sqlite.gz backup: `sweep_parts.py take` makes the
+#                    part from it, to its last row, and the next part resumes from there
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 COLUMNS=100
 OUT=${OUT:-/tmp/out}; NAME=${NAME:-pt}; D=/tmp/$NAME; mkdir -p "$D" "$OUT"

@@ -21,7 +21,9 @@
       (checked to be one whole archive first; none returned keeps the last ones); then the ledger.
       Where the returned cache left out a compiler's part for size (pack), the carried archive's
       part is kept beside it: the part started from it, so it is older but still valid. Run it with
-      the earlier parts' rows in --dir (after `bash scripts/device_slim.sh restore`).
+      the earlier parts' rows in --dir (after `bash scripts/device_slim.sh restore`). DIR without
+      segment files but with NAME.sqlite.gz (the backup a call returns while the run goes on): the
+      machine was lost mid-part, and the backup's latest run, to its last row, is the part.
   pack CACHE --out DIR --name NAME
       A part's compiler cache (the folder `run` keeps beside the store) as an xz-compressed tar in
       12 MiB pieces DIR/NAME.cache.txz.NN, four at most (what one device call returns and carries):
@@ -382,10 +384,25 @@ def _carried_merge(carried: list[Path], returned: list[Path], returned_kinds: se
 
 
 def take(args) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        _take(args, Path(tmp))
+
+
+def _take(args, tmp: Path) -> None:
     src, kept, carry = Path(args.src), Path(args.dir), Path(args.carry).parent
     segs = sorted(src.glob(f"{args.name}-seg*.jsonl.gz")) + sorted(src.glob(f"{args.name}-seg*.runs.jsonl"))
+    backup = src / f"{args.name}.sqlite.gz"
+    if not segs and backup.exists():
+        # a call that returned while the run went on brings a backup of its whole store; when the machine
+        # is lost before the part ends, the backup's rows of the latest run are the part (to its last row)
+        (tmp / "seg").mkdir()
+        (tmp / "run.sqlite").write_bytes(gzip.decompress(backup.read_bytes()))
+        segment(argparse.Namespace(store=str(tmp / "run.sqlite"), out=str(tmp / "seg"), name=args.name))
+        print(f"no segment in {src}: its run did not end there; the rows of {backup.name}'s latest run are the part")
+        src = tmp / "seg"
+        segs = sorted(src.glob(f"{args.name}-seg*.jsonl.gz")) + sorted(src.glob(f"{args.name}-seg*.runs.jsonl"))
     if not segs:
-        raise SystemExit(f"sweep_parts: no {args.name}-seg* files in {src}")
+        raise SystemExit(f"sweep_parts: no {args.name}-seg* files nor a {args.name}.sqlite.gz backup in {src}")
     for f in segs:
         to = kept / f.name
         if to.exists() and to.read_bytes() != f.read_bytes():

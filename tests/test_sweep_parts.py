@@ -280,3 +280,35 @@ def test_a_run_that_began_fresh_breaks_the_chain_of_carried_compiles(parts):
     got = parts.later_vs_first(ok, provenances)
     assert got[parts.LATER[1]]["rows"] == 1 and got[parts.LATER[2]]["rows"] == 1  # w2 carried, w1 not
     assert parts.carried_pairs(ok, {k: provenances[k] for k in ("r1", "r2", "r3", "r4")}) == {("a", "w1"), ("a", "w2")}
+
+
+def test_take_makes_the_part_from_a_lost_machines_last_backup(parts, tmp_path, monkeypatch, capsys):
+    """A part whose machine was lost mid-run returns no segment, only the backup of its whole store that
+    the last call brought back: take cuts the latest run's rows out of it (the earlier parts' rows stay
+    out), as segment does at a part's end; a folder with neither is refused, nothing kept."""
+    import gzip
+
+    from attnbench.store.db import Store
+    from conftest import make_row
+
+    monkeypatch.setattr(parts, "ledger", lambda args: None)
+    got, kept = tmp_path / "device", tmp_path / "results"
+    got.mkdir()
+    args = SimpleNamespace(src=str(got), name="port", dir=str(kept), carry=str(tmp_path / "carry" / "port.sqlite.gz"))
+    with pytest.raises(SystemExit, match="nor a port.sqlite.gz backup"):
+        parts.take(args)
+    assert not kept.exists()
+    s = Store(str(tmp_path / "run.sqlite"))
+    for run, ids in (("run-1", range(3)), ("run-2", range(3, 5))):  # an earlier part, then the lost one
+        s.ensure_run({"run_id": run, "tag": "default", "provenance": {}})
+        for i in ids:
+            s.insert(make_row(i, run_id=run))
+    s.close()
+    (got / "port.sqlite.gz").write_bytes(gzip.compress((tmp_path / "run.sqlite").read_bytes()))
+    parts.take(args)
+    assert sorted(p.name for p in kept.iterdir()) == ["port-seg2.jsonl.gz", "port-seg2.runs.jsonl"]
+    assert "its run did not end there" in capsys.readouterr().out
+    rows = pd.read_json(kept / "port-seg2.jsonl.gz", lines=True)
+    assert sorted(rows.attempt_key) == ["key0003", "key0004"] and set(rows.run_id) == {"run-2"}
+    runs = [json.loads(line)["run_id"] for line in (kept / "port-seg2.runs.jsonl").read_text().splitlines()]
+    assert runs == ["run-1", "run-2"]
