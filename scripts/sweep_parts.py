@@ -388,9 +388,14 @@ def take(args) -> None:
         _take(args, Path(tmp))
 
 
+def _segments(folder: Path, name: str) -> list[Path]:
+    """A part's files as segment writes them: its rows, then its runs table."""
+    return sorted(folder.glob(f"{name}-seg*.jsonl.gz")) + sorted(folder.glob(f"{name}-seg*.runs.jsonl"))
+
+
 def _take(args, tmp: Path) -> None:
     src, kept, carry = Path(args.src), Path(args.dir), Path(args.carry).parent
-    segs = sorted(src.glob(f"{args.name}-seg*.jsonl.gz")) + sorted(src.glob(f"{args.name}-seg*.runs.jsonl"))
+    segs = _segments(src, args.name)
     backup = src / f"{args.name}.sqlite.gz"
     if not segs and backup.exists():
         # a call that returned while the run went on brings a backup of its whole store; when the machine
@@ -400,7 +405,7 @@ def _take(args, tmp: Path) -> None:
         segment(argparse.Namespace(store=str(tmp / "run.sqlite"), out=str(tmp / "seg"), name=args.name))
         print(f"no segment in {src}: its run did not end there; the rows of {backup.name}'s latest run are the part")
         src = tmp / "seg"
-        segs = sorted(src.glob(f"{args.name}-seg*.jsonl.gz")) + sorted(src.glob(f"{args.name}-seg*.runs.jsonl"))
+        segs = _segments(src, args.name)
     if not segs:
         raise SystemExit(f"sweep_parts: no {args.name}-seg* files nor a {args.name}.sqlite.gz backup in {src}")
     for f in segs:
@@ -422,15 +427,15 @@ def _take(args, tmp: Path) -> None:
     else:
         carry.mkdir(parents=True, exist_ok=True)
         carried = cache_pieces(carry, args.name)
-        with tempfile.TemporaryDirectory() as tmp:
-            merged = _carried_merge(carried, pieces, kinds_of(names), args.name, Path(tmp))
-            if merged:
-                pieces, names = merged, members(merged)
-            for old in carried:  # a stale piece would corrupt the joined archive
-                old.unlink()
-            for f in pieces:
-                shutil.copyfile(f, carry / f.name)
-            size, entries = sum(f.stat().st_size for f in pieces) / 2**20, len(names)
+        (tmp / "merge").mkdir()
+        merged = _carried_merge(carried, pieces, kinds_of(names), args.name, tmp / "merge")
+        if merged:
+            pieces, names = merged, members(merged)
+        for old in carried:  # a stale piece would corrupt the joined archive
+            old.unlink()
+        for f in pieces:
+            shutil.copyfile(f, carry / f.name)
+        size, entries = sum(f.stat().st_size for f in pieces) / 2**20, len(names)
         per = Counter(n.split("/")[0] for n in names)  # what the next part can load, by compiler
         print(f"compiler cache for the next part: {len(pieces)} pieces, {size:.0f} MiB, {entries} entries "
               f"({', '.join(f'{k} {v}' for k, v in sorted(per.items()))})")
