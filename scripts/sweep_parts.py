@@ -230,8 +230,10 @@ def ledger(args) -> None:
             import_runs(s, read_rows(str(part).removesuffix(".jsonl.gz") + ".runs.jsonl", table="runs"))
         df, runs = s.dataframe(), s.runs()
         by_id = {r["run_id"]: r for r in runs}
+        startups = []
         for run_id, rows in df.groupby("run_id", sort=False):  # each part: one uninterrupted run
             p = run_overview(rows, runs)
+            startups.append((by_id.get(run_id, {}).get("started_at") or "", p["startup_s"]))
             ratio = f"{p['wall_over_timed']:.2f}" if p["wall_over_timed"] else "-"
             paces = run_host(by_id.get(run_id, {}))[1]  # the lent host's pace (parts from 8 on)
             host = f", host {paces[0]:.2f} us/op" if paces else ""
@@ -245,6 +247,11 @@ def ledger(args) -> None:
               f"({100 * o['attempts'] / PORTABILITY_ATTEMPTS:.0f}%): {o['status']}")
         print(f"sweep wall {o['sweep_wall_s']:.0f} s for {o['timed_s']:.1f} s of timed samples: "
               f"wall / timed {o['wall_over_timed']:.2f}")
+        if len(startups) > 1 and o["timed_s"]:  # each part started a run: one whole run starts once
+            first = min(startups)[1]
+            extra = sum(up for _, up in startups) - first
+            print(f"  of it, {len(startups)} parts' start-ups before a first attempt: {extra + first:.0f} s\n"
+                  f"  one whole run starts once (the first part's {first:.0f} s): wall / timed {(o['sweep_wall_s'] - extra) / o['timed_s']:.3f}")
         if todo:
             print(f"left: {len(todo)} attempts, about {duration(eta)} at the parts' median walls "
                   "(runner/eta.py; repeat 0's first calls included, a later repeat's from the slices)")

@@ -281,7 +281,12 @@ def test_the_probe_tells_each_calls_device_time():
     late = dispatch.probe(step, "cuda:0", calls=2)
     assert len(late.call_kernel_us) == 2 and min(late.call_kernel_us) > 0, late.call_kernel_us
     replayed = dispatch.probe(timing.capture_graph(step, 1, "cuda:0").replay, "cuda:0", calls=3)
-    assert set(replayed.kernels) == set(p.kernels) and replayed.kernel_us == pytest.approx(p.kernel_us, rel=0.5)
+
+    def launched(names):  # a graph's memset node is not reported as the eager "Memset (Device)" (H200, torch 2.11)
+        return {n for n in names if not n.startswith(("Memset", "Memcpy"))}
+
+    assert launched(replayed.kernels) == launched(p.kernels) and launched(p.kernels)
+    assert replayed.kernel_us == pytest.approx(p.kernel_us, rel=0.5)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")

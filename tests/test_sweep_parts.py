@@ -172,14 +172,14 @@ def test_pack_and_unpack_without_the_xz_tool(parts, tmp_path, monkeypatch):
     assert _tree(tmp_path / "back") == _tree(cache)
 
 
-def _part(parts_dir: Path, name: str, rows: list[dict], provenance: dict | None = None) -> None:
+def _part(parts_dir: Path, name: str, rows: list[dict], provenance: dict | None = None, **run) -> None:
     """One kept part: its rows and runs table as `segment` writes them."""
     from attnbench.store.db import Store
     from attnbench.store.io import export
 
     s = Store(str(parts_dir / f"{name}.sqlite"))
     for r in rows:
-        s.ensure_run({"run_id": r["run_id"], "tag": "default", "provenance": provenance or {}})
+        s.ensure_run({"run_id": r["run_id"], "tag": "default", "provenance": provenance or {}} | run)
         s.insert(r)
     export(s, None, parts_dir / f"{name}.jsonl.gz")
     export(s, None, parts_dir / f"{name}.runs.jsonl", table="runs")
@@ -225,6 +225,33 @@ def test_the_ledger_never_writes_a_resume_store_with_fewer_attempts_than_the_car
         f.rename(kept / f.name)
     parts.ledger(args)
     assert len(keys()) == 5 and "resume store" in capsys.readouterr().out
+
+
+def test_the_ledger_counts_one_start_up_for_the_sweep_run_whole(parts, tmp_path, capsys):
+    import re
+
+    from conftest import make_row
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    # read in name order, but the first part is the run that started earliest (seg2 here)
+    for n, day, up in ((1, 2, 20.0), (2, 1, 30.0), (3, 3, 50.0)):
+        rows = [make_row(i, run_id=f"run-{n}", created_at=f"2026-01-0{day}T00:00:{9 + i - 2 * n:02d}Z",
+                         samples_us=[250000.0] * 4, calls_per_sample=1) for i in range(2 * n, 2 * n + 2)]
+        _part(kept, f"port-seg{n}", rows, {"startup_s": up}, started_at=f"2026-01-0{day}T00:00:00Z")
+    parts.ledger(SimpleNamespace(dir=str(kept), carry=str(tmp_path / "carry" / "port.sqlite.gz")))
+    out = capsys.readouterr().out
+    assert "of it, 3 parts' start-ups before a first attempt: 100 s" in out
+    wall, timed = map(float, re.search(r"sweep wall (\d+) s for ([\d.]+) s", out).groups())
+    # each part's span is 10 s to its last row, and its start-up: 3 x 10 + 100
+    assert (wall, timed) == (130, 6.0)  # 1 s of samples a row
+    ratio = float(re.search(r"the first part's 30 s\): wall / timed ([\d.]+)", out).group(1))
+    assert ratio == pytest.approx((wall - 70) / timed, abs=1e-3)
+    capsys.readouterr()
+    for f in kept.glob("port-seg[13].*"):  # one part alone: nothing to take off
+        f.unlink()
+    parts.ledger(SimpleNamespace(dir=str(kept), carry=str(tmp_path / "carry2" / "port.sqlite.gz")))
+    assert "start-ups" not in capsys.readouterr().out
 
 
 def test_later_repeats_are_set_against_their_repeat0_row_apart_for_the_same_run_and_an_earlier_part(parts):
