@@ -6,7 +6,6 @@ samples/python/53_sdpa_decode_with_paged_caches.ipynb, test/python/sdpa/fp16.py)
 ignores the table, the lengths or the offsets must be INCORRECT through the real runner."""
 from __future__ import annotations
 
-import sys
 import types
 
 import pytest

@@ -18,7 +18,6 @@ from attnbench.backends.registry import load_plugin_file
 from attnbench.measure import correctness
 from attnbench.runner import attempt, gates
 from attnbench.runner.planner import plan
-from attnbench.status import ORDER, Status
 from attnbench.workloads import Workload
 from attnbench.workloads.grids import load_yaml_grid
 from conftest import ALL_FAKES, FAKES, TINY_GRID, rows_of
