@@ -232,10 +232,10 @@ def ledger(args) -> None:
         by_id = {r["run_id"]: r for r in runs}
         startups = []
         for run_id, rows in df.groupby("run_id", sort=False):  # each part: one uninterrupted run
-            p = run_overview(rows, runs)
-            startups.append((by_id.get(run_id, {}).get("started_at") or "", p["startup_s"]))
+            p, run = run_overview(rows, runs), by_id.get(run_id, {})
+            startups.append((run.get("started_at") or "", p["startup_s"]))
             ratio = f"{p['wall_over_timed']:.2f}" if p["wall_over_timed"] else "-"
-            paces = run_host(by_id.get(run_id, {}))[1]  # the lent host's pace (parts from 8 on)
+            paces = run_host(run)[1]  # the lent host's pace (parts from 8 on)
             host = f", host {paces[0]:.2f} us/op" if paces else ""
             print(f"  run {run_id}: {p['attempts']} rows, wall {p['sweep_wall_s']:.0f} s, "
                   f"timed {p['timed_s']:.1f} s, wall / timed {ratio}{host}")
@@ -250,8 +250,9 @@ def ledger(args) -> None:
         if len(startups) > 1 and o["timed_s"]:  # each part started a run: one whole run starts once
             first = min(startups)[1]
             extra = sum(up for _, up in startups) - first
+            whole = (o["sweep_wall_s"] - extra) / o["timed_s"]
             print(f"  of it, {len(startups)} parts' start-ups before a first attempt: {extra + first:.0f} s\n"
-                  f"  one whole run starts once (the first part's {first:.0f} s): wall / timed {(o['sweep_wall_s'] - extra) / o['timed_s']:.3f}")
+                  f"  one whole run starts once (the first part's {first:.0f} s): wall / timed {whole:.3f}")
         if todo:
             print(f"left: {len(todo)} attempts, about {duration(eta)} at the parts' median walls "
                   "(runner/eta.py; repeat 0's first calls included, a later repeat's from the slices)")
