@@ -64,11 +64,11 @@ def cli(capsys, monkeypatch):
     The rich consoles are made wide so that tables are not truncated in captured output."""
     from rich.console import Console
 
-    from attnbench.cli import commands
+    from attnbench.cli import console
     from attnbench.cli.main import main
 
-    monkeypatch.setattr(commands, "out", Console(width=250))
-    monkeypatch.setattr(commands, "err", Console(stderr=True, width=250))
+    monkeypatch.setattr(console, "out", Console(width=250))
+    monkeypatch.setattr(console, "err", Console(stderr=True, width=250))
 
     def _run(*argv: str) -> CliResult:
         capsys.readouterr()  # drop anything printed before

@@ -110,11 +110,11 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, xy, argv, text):
 def test_the_terminal_summary_fits_80_columns(tmp_path, cli, xy, monkeypatch):
     from rich.console import Console
 
-    from attnbench.cli import commands
+    from attnbench.cli import console
 
-    monkeypatch.setattr(commands, "out", Console(width=80, record=True))
+    monkeypatch.setattr(console, "out", Console(width=80, record=True))
     assert cli("analyze", *xy).rc == 0
-    text = commands.out.export_text()
+    text = console.out.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "Transfer cost" in text and "Winner changes" in text
 

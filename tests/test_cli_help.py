@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from attnbench.cli.parser import build_parser
+from attnbench.cli.main import build_parser
 
 
 def subparsers():

@@ -326,10 +326,10 @@ def _stored(db):
 def mcli(cli, monkeypatch):
     from rich.console import Console
 
-    from attnbench.cli import model_cmd
+    from attnbench.cli import console
 
-    monkeypatch.setattr(model_cmd, "out", Console(width=80))
-    monkeypatch.setattr(model_cmd, "err", Console(stderr=True, width=80))
+    monkeypatch.setattr(console, "out", Console(width=80))
+    monkeypatch.setattr(console, "err", Console(stderr=True, width=80))
     return cli
 
 

@@ -123,11 +123,11 @@ def test_rows_of_a_real_model_run_round_trip_and_reach_the_report(cli, tmp_path,
     pytest.importorskip("matplotlib")
     from rich.console import Console
 
-    from attnbench.cli import model_cmd
+    from attnbench.cli import console
     from test_html_report import make_store
 
-    monkeypatch.setattr(model_cmd, "out", Console(width=80))
-    monkeypatch.setattr(model_cmd, "err", Console(stderr=True, width=80))
+    monkeypatch.setattr(console, "out", Console(width=80))
+    monkeypatch.setattr(console, "err", Console(stderr=True, width=80))
     db = make_store(tmp_path / "s.sqlite", "alpha")  # the report needs attempts beside the model rows
     res = cli("model", "--db", db, "--steps", "prefill", "--backends", "sdpa-flash,reference", "--device", "cpu",
               "--max-time", "0.02")

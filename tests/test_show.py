@@ -9,7 +9,7 @@ import json
 import pytest
 from rich.console import Console
 
-from attnbench.cli import commands
+from attnbench.cli import console
 from attnbench.store.db import Store
 from conftest import make_row
 
@@ -33,7 +33,7 @@ def store(tmp_path):
 
 
 def run_show(cli, monkeypatch, width, *argv):
-    monkeypatch.setattr(commands, "out", Console(width=width))
+    monkeypatch.setattr(console, "out", Console(width=width))
     return cli("show", *argv)
 
 

@@ -1,12 +1,20 @@
 """`attnbench report`: the offline HTML site and publication figures of any set of stores (report/html)."""
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
-from .parser import UsageError
+from .. import console
+from ..usage import UsageError
 
-REPORT_HELP = """\
+NAME = "report"
+HELP = "an offline HTML site and publication figures (SVG, PDF, data) of stores"
+DESCRIPTION = ("Build a static site from one or more stores or exports: each device and\n"
+               "build with its ceilings, attempts per status, prefill/training and decode\n"
+               "figures, portability across the stores, and the correctness, dispatch and\n"
+               "outcome tables. It renders what the analysis computes; nothing is fetched.")
+EPILOG = """\
 STORE is an attnbench SQLite store or an export of one (.jsonl, .csv,
 .parquet, optionally .gz, as `attnbench export` writes them). An export is
 read through the checks of `attnbench import` into a temporary store, with
@@ -20,21 +28,29 @@ dispatch and outcome tables, methodology. Each figure is an SVG in the page
 with a PDF, its data (CSV) and its caption (JSON) beside it in DIR/figures.
 DIR must be new, empty, or a site this command wrote before; it is replaced
 whole, once the new site is complete."""
+FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
-def cmd_report(args, argv) -> int:
+def add_arguments(h) -> None:
+    h.add_argument("stores", nargs="+", metavar="STORE", help="an attnbench store or export, or LABEL=STORE")
+    h.add_argument("--out", required=True, metavar="DIR", help="the directory to write the site to")
+    h.add_argument("--baseline", metavar="BACKEND",
+                   help="the backend speedup heatmaps divide by (default: sdpa-flash where it ran OK, else the "
+                        "backend with the most OK rows)")
+    h.add_argument("--title", help="the site's title (default: the store labels)")
+
+
+def run(args) -> int:
     import logging
-
-    from . import commands
 
     logging.getLogger("fontTools").setLevel(max(logging.WARNING, logging.getLogger().level))  # PDF font subsetting
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         raise UsageError("attnbench report draws with matplotlib: pip install 'attnbench[report]'") from None
-    from ..report.html import site
-    from ..report.html.data import SiteData, default_baseline
-    from ..report.html.inputs import read, read_models
+    from ...report.html import site
+    from ...report.html.data import SiteData, default_baseline
+    from ...report.html.inputs import read, read_models
 
     out = Path(args.out)
     try:
@@ -58,6 +74,6 @@ def cmd_report(args, argv) -> int:
         title = args.title or "attnbench report: " + ", ".join(runs)
         counts = site.write(SiteData(df, runs, paths, baseline, models), out, title)
     what = f"speedups are over {baseline}" if baseline else "the stores hold model rows only"
-    commands.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
+    console.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
                        f"(open {out / 'index.html'}); {what}")
     return 0

@@ -2,6 +2,7 @@
 measured end-to-end speedup. Arguments, validation (all before anything is written), progress, table."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shlex
@@ -10,6 +11,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .. import console
+from ..usage import UsageError, csv_list
+
+NAME = "model"
+HELP = "attention inside a decoder's train / prefill / decode step; share and Amdahl prediction"
+FORMATTER = argparse.RawDescriptionHelpFormatter
 DEFAULT_BACKENDS = {"cpu": ("sdpa-flash", "sdpa-math", "reference"),
                     "cuda": ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "flex")}
 DESCRIPTION = """\
@@ -37,29 +44,20 @@ examples:
   attnbench model --db m.sqlite --show
 """
 
-err = Console(stderr=True)
-out = Console()
 
 
-def add_model_command(sub) -> None:
-    import argparse
-
-    from .parser import _csv
-
-    m = sub.add_parser("model", help="attention inside a decoder's train / prefill / decode step; "
-                                     "share and Amdahl prediction", description=DESCRIPTION, epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(m) -> None:
     m.add_argument("--config", default="tiny", help="model config (default tiny; see below)")
     m.add_argument("--layers", type=int, help="decoder layers to build, 1 to the config's own count (default: all of them)")
-    m.add_argument("--steps", type=_csv, default=["train", "prefill", "decode"],
+    m.add_argument("--steps", type=csv_list, default=["train", "prefill", "decode"],
                    help="comma list of train, prefill, decode (default: all)")
-    m.add_argument("--backends", type=_csv, help="comma list (default on CPU: " + ",".join(DEFAULT_BACKENDS["cpu"])
+    m.add_argument("--backends", type=csv_list, help="comma list (default on CPU: " + ",".join(DEFAULT_BACKENDS["cpu"])
                    + "; on CUDA: " + ",".join(DEFAULT_BACKENDS["cuda"]) + "); the baseline always runs")
     m.add_argument("--baseline", default="sdpa-flash", help="the backend speedups are against (default sdpa-flash)")
-    m.add_argument("--seqlen", type=_csv, help="tokens per sequence (decode: cache length), e.g. 8k,32k "
+    m.add_argument("--seqlen", type=csv_list, help="tokens per sequence (decode: cache length), e.g. 8k,32k "
                                                "(default: 64 for tiny, else 4k)")
-    m.add_argument("--batch", type=_csv, help="sequences per step, comma list (default: 2 for tiny, else 1)")
-    m.add_argument("--launch", type=_csv, help="decode launch: eager, graph (default: eager on CPU, both on CUDA)")
+    m.add_argument("--batch", type=csv_list, help="sequences per step, comma list (default: 2 for tiny, else 1)")
+    m.add_argument("--launch", type=csv_list, help="decode launch: eager, graph (default: eager on CPU, both on CUDA)")
     m.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32 on CPU, bf16 on CUDA")
     m.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
     m.add_argument("--db", default="attnbench.sqlite", help="store to write model_rows to (default ./attnbench.sqlite)")
@@ -78,8 +76,7 @@ def add_model_command(sub) -> None:
 
 
 def _lengths(values, what: str) -> list[int]:
-    from ..workloads.axes import parse_size
-    from .parser import UsageError
+    from ...workloads.axes import parse_size
 
     out = [parse_size(v) for v in values]
     if any(v < 1 for v in out):
@@ -89,9 +86,8 @@ def _lengths(values, what: str) -> list[int]:
 
 def plan(args, device: str):
     """(config, step specs, dtype) from the arguments; UsageError on anything impossible."""
-    from ..model.configs import ConfigError, get_config
-    from ..model.steps import STEPS, StepSpec, validate
-    from .parser import UsageError
+    from ...model.configs import ConfigError, get_config
+    from ...model.steps import STEPS, StepSpec, validate
 
     try:
         cfg = get_config(args.config, args.layers)
@@ -125,7 +121,7 @@ def write_kernel_grid(path: Path, cfg, specs, dtype) -> int:
     """The YAML grid of the attention workloads the steps call (one per spec), for attnbench run."""
     import yaml
 
-    from ..model.steps import attention_workload
+    from ...model.steps import attention_workload
 
     keep = ("mode", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim", "head_dim_v", "dtype", "causal",
             "launch")
@@ -137,24 +133,23 @@ def write_kernel_grid(path: Path, cfg, specs, dtype) -> int:
     return len(ws)
 
 
-def cmd_model(args, argv) -> int:
-    from ..backends.registry import select
-    from ..measure.timing import TimingConfig
-    from ..model.run import ContextBroken, ModelRequest, run_model
-    from ..store.db import Store
-    from .commands import _check_device, _default_device
-    from .parser import UsageError
+def run(args) -> int:
+    from ...backends.registry import select
+    from ...measure.timing import TimingConfig
+    from ...model.run import ContextBroken, ModelRequest, run_model
+    from ...runner.options import check_device, default_device
+    from ...store.db import Store
 
     if args.show:
         return _show(args)
-    device = _check_device(args.device or _default_device())
+    device = check_device(args.device or default_device())
     cfg, specs, dtype = plan(args, device)
     if args.kernel_grid:
         path = Path(args.kernel_grid)
         if not path.parent.exists() or path.is_dir():
             raise UsageError(f"--kernel-grid {path} is not a file in a directory that exists")
         n = write_kernel_grid(path, cfg, specs, dtype)
-        err.print(f"wrote {n} attention workloads to {path}")
+        console.err.print(f"wrote {n} attention workloads to {path}")
         return 0
     for name, v in (("--tol", args.tol), ("--max-time", args.max_time)):
         if v is not None and not (v > 0 and v != float("inf")):
@@ -171,29 +166,28 @@ def cmd_model(args, argv) -> int:
     kernel_frame = _kernel_frame(args, db)  # a bad --kernel-db is refused before the store is opened
     req = ModelRequest(cfg, specs, backends, args.baseline, device, dtype, args.seed, args.tag, args.tol,
                        TimingConfig.for_device(device, args.max_time), kernel_frame,
-                       shlex.join(["attnbench"] + list(argv)), tuple(str(Path(p).resolve()) for p in args.plugin))
+                       shlex.join(["attnbench"] + list(args.argv)), tuple(str(Path(p).resolve()) for p in args.plugin))
     store = Store(db)
     try:
-        err.print(f"{cfg.name}: {cfg.layers} layers, {dtype}, {len(specs)} steps × {len(backends)} backends on "
-                  f"{device}; library output goes to {db.name}.log")
-        with _native_stderr_to(db.with_name(db.name + ".log")) as console:
-            with console.status("starting") as spinner:
+        console.err.print(f"{cfg.name}: {cfg.layers} layers, {dtype}, {len(specs)} steps × {len(backends)} backends "
+                          f"on {device}; library output goes to {db.name}.log")
+        with _native_stderr_to(db.with_name(db.name + ".log")) as term:
+            with term.status("starting") as spinner:
                 rows = run_model(req, store, say=lambda t: spinner.update(t),
-                                 on_row=lambda r: console.print(_row_line(r), highlight=False))
+                                 on_row=lambda r: term.print(_row_line(r), highlight=False))
     except ContextBroken as e:  # its CRASH row is stored; no later step can run in this process
-        err.print(f"attnbench: the CUDA context broke ({e}); rows written so far are kept: run the same command "
-                  "again to resume", highlight=False, markup=False)
+        console.err.print(f"attnbench: the CUDA context broke ({e}); rows written so far are kept: run the same "
+                          "command again to resume", highlight=False, markup=False)
         return 1
     finally:
         store.close()
-    render(rows, out)
+    render(rows, console.out)
     return 0
 
 
 def _show(args) -> int:
-    from ..store import model_rows
-    from ..store.db import Store
-    from .parser import UsageError
+    from ...store import model_rows
+    from ...store.db import Store
 
     store = Store(args.db, readonly=True)
     try:
@@ -202,12 +196,12 @@ def _show(args) -> int:
         store.close()
     if not rows:
         raise UsageError(f"no model rows of tag {args.tag!r} in {args.db}")
-    render(rows, out)
+    render(rows, console.out)
     return 0
 
 
 def _kernel_frame(args, db: Path):
-    from ..store.db import Store
+    from ...store.db import Store
 
     path = Path(args.kernel_db) if args.kernel_db else db
     if not args.kernel_db and not path.is_file():
@@ -223,6 +217,7 @@ def _kernel_frame(args, db: Path):
 def _native_stderr_to(log: Path):
     """Native libraries' writes to fd 2 (the profiler's start/stop lines) go to the log; progress
     goes to a console on the terminal's own stderr. Python-level stderr is left alone."""
+    err = console.err
     sys.stderr.flush()
     saved = os.dup(2)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -240,7 +235,7 @@ def _native_stderr_to(log: Path):
 
 
 def _row_line(r: dict) -> str:
-    from ..model.steps import StepSpec
+    from ...model.steps import StepSpec
 
     label = StepSpec(r["step"], r["batch"], r["seqlen"], r["launch"]).label()
     if r["status"] != "OK":
@@ -248,19 +243,19 @@ def _row_line(r: dict) -> str:
     return f"{label:<22} {r['backend']:<15} OK {r['median_us'] / 1e3:9.3f} ms/step"
 
 
-def render(rows: list[dict], console: Console) -> None:
+def render(rows: list[dict], con: Console) -> None:
     """Rows as compact tables (80 columns), one per model and dtype, failures and gaps listed under."""
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["config"], r["layers"], r["dtype"]), []).append(r)
     for (config, layers, dtype), group in groups.items():
-        _render(group, f"{config} × {layers} layers, {dtype}", console)
+        _render(group, f"{config} × {layers} layers, {dtype}", con)
 
 
-def _render(rows: list[dict], title: str, console: Console) -> None:
-    from ..model.amdahl import AGREE
-    from ..model.steps import StepSpec
-    from ..report.texttable import TextTable, num, pct, to_rich
+def _render(rows: list[dict], title: str, con: Console) -> None:
+    from ...model.amdahl import AGREE
+    from ...model.steps import StepSpec
+    from ...report.texttable import TextTable, num, pct, to_rich
 
     t = TextTable(title,
                   ["step", "backend", "ms", "tok/s", "f", "s", "pred", "meas"], right=frozenset(range(2, 8)))
@@ -274,20 +269,20 @@ def _render(rows: list[dict], title: str, console: Console) -> None:
         t.add(label, r["backend"], num(r["median_us"] / 1e3, ".3g"), _si(r["tokens_per_s"]),
               f"{pct(r['share_profiler'])}/{pct(r['share_diff'])}", num(r["kernel_speedup"]),
               num(r["predicted_speedup"]), num(r["measured_speedup"]))
-    console.print(to_rich(t))
-    console.print("ms: median step time; f: attention's share of the row's step, by profiler / by difference;"
+    con.print(to_rich(t))
+    con.print("ms: median step time; f: attention's share of the row's step, by profiler / by difference;"
                   " s: kernel-level speedup over the baseline (--kernel-db); pred: 1/((1-f)+f/s) with "
                   "the baseline's f; meas: measured step speedup", highlight=False, markup=False, style="dim")
     for line in failed:
-        console.print(line, highlight=False, markup=False)
+        con.print(line, highlight=False, markup=False)
     gaps = [r for r in rows if r.get("gap") is not None and r["backend"] != r.get("baseline")]
     off = [r for r in gaps if abs(r["gap"]) > AGREE]
     if gaps:
-        console.print(f"{len(gaps) - len(off)} of {len(gaps)} predictions within {AGREE:.0%} of the measured speedup",
+        con.print(f"{len(gaps) - len(off)} of {len(gaps)} predictions within {AGREE:.0%} of the measured speedup",
                       highlight=False)
     for r in off:
         label = StepSpec(r["step"], r["batch"], r["seqlen"], r["launch"]).label()
-        console.print(f"{label} {r['backend']}: gap {r['gap']:+.1%}: {r['explain']['why']}", highlight=False,
+        con.print(f"{label} {r['backend']}: gap {r['gap']:+.1%}: {r['explain']['why']}", highlight=False,
                       markup=False)
 
 

@@ -1,0 +1,8 @@
+"""The commands, in the order `attnbench --help` lists them: one module each, with NAME, HELP, DESCRIPTION,
+optionally EPILOG and FORMATTER, add_arguments(parser) and run(args) -> int. Adding a command is one new
+module here plus one entry in COMMANDS."""
+from __future__ import annotations
+
+from . import advise, analyze, backends, compare, env, export, import_, model, report, run, show
+
+COMMANDS = (run, backends, env, show, export, import_, analyze, compare, advise, model, report)

@@ -1,0 +1,41 @@
+"""`attnbench compare`: regressions of NEW against BASE per workload and backend (exit 3 if any)."""
+from __future__ import annotations
+
+import json
+
+from .. import console
+from ..files import read_stores, writable, write_whole
+from ..usage import UsageError
+
+NAME = "compare"
+HELP = "regressions of NEW against BASE per workload and backend (exit 3 if any)"
+DESCRIPTION = ("Per device model × workload × backend measured OK in both stores: NEW's time over BASE's with a "
+               "95% bootstrap interval. A row regressed when the ratio is at least --threshold and the interval's "
+               "lower end is above 1; an OK row of BASE that is no longer OK in NEW is lost. Exit 0: nothing "
+               "regressed or lost; 3: something did; 2: bad input.")
+REGRESSED = 3  # the exit code when something regressed: CI gates on it
+
+
+def add_arguments(c) -> None:
+    c.add_argument("base", metavar="BASE", help="the store measured before")
+    c.add_argument("new", metavar="NEW", help="the store measured after")
+    c.add_argument("--threshold", type=float, default=1.05, help="slowdown ratio that counts (default 1.05)")
+    c.add_argument("--json", metavar="FILE", help="write every compared row as JSON")
+
+
+def run(args) -> int:
+    from ...analysis.regress import compare, verdict
+    from ...report import compare as page
+
+    if not args.threshold > 1.0:
+        raise UsageError("--threshold must be above 1 (a slowdown ratio, e.g. 1.05)")
+    json_out = writable(args.json, "--json")
+    df, _, _ = read_stores([f"base={args.base}", f"new={args.new}"])
+    rows = compare(df[df["label"] == "base"], df[df["label"] == "new"], args.threshold)
+    summary = verdict(rows)
+    for part in page.terminal(rows, summary, args.base, args.new, args.threshold):
+        console.out.print(part, highlight=False)
+    if json_out:
+        write_whole(json_out, json.dumps({"summary": summary, "rows": rows}, indent=1, default=str) + "\n")
+        console.err.print(f"wrote {json_out}")
+    return REGRESSED if summary["regressed"] or summary["lost"] else 0

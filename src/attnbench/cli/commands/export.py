@@ -1,0 +1,42 @@
+"""`attnbench export`: a table of a store (attempts, runs or model rows) as jsonl, csv or parquet."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import console
+from ..usage import DEFAULT_DB, UsageError
+
+NAME = "export"
+HELP = "write the attempts (or runs) table to jsonl, csv or parquet; a name ending in .gz is gzip-compressed (jsonl, csv)"
+DESCRIPTION = ("Write a table of a store to a file, every column of docs/schema.md, raw samples included, so a "
+               "result stands alone. The file appears complete or not at all; an export never overwrites a store.")
+
+
+def add_arguments(x) -> None:
+    x.add_argument("--db", default=DEFAULT_DB, help=f"the store to read (default: ./{DEFAULT_DB})")
+    x.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the --out name")
+    x.add_argument("--out", required=True, metavar="FILE",
+                   help="the file to write, e.g. results.jsonl.gz (its suffix gives the format)")
+    x.add_argument("--table", choices=("attempts", "runs", "model_rows"), default="attempts",
+                   help="runs: one row per invocation with its provenance (device, toolkit, ceilings); "
+                        "model_rows: the rows of `attnbench model`")
+    x.add_argument("--tag", dest="tags", action="append", metavar="TAG",
+                   help="keep only rows (attempts, or runs with --table runs) whose sweep tag is TAG; repeatable "
+                        "(any of them); a tag no row of the table has is an error and nothing is written")
+
+
+def run(args) -> int:
+    from ...store.db import Store
+    from ...store.io import export, format_of
+
+    outp = Path(args.out)
+    if not outp.parent.exists():
+        raise UsageError(f"directory of --out does not exist: {outp.parent}")
+    fmt, _ = format_of(outp, args.format)  # a bad name is reported before the store is opened
+    store = Store(args.db, readonly=True)
+    try:
+        n = export(store, fmt, outp, table=args.table, tags=args.tags)
+    finally:
+        store.close()
+    console.err.print(f"wrote {n} {args.table} to {outp}")
+    return 0

@@ -1,0 +1,96 @@
+"""`attnbench show`: the best backend per workload of one store, its rankings, failures and status counts."""
+from __future__ import annotations
+
+import sys
+
+from .. import console
+from ..usage import DEFAULT_DB, UsageError, csv_list
+
+NAME = "show"
+HELP = "best backend per workload: time, TFLOP/s or GB/s, %% of ceiling"
+DESCRIPTION = ("The fastest contestant per device and workload (median of per-repeat medians), its throughput and "
+               "share of the measured ceiling, the runner-up and whether the lead is clear; then the run overview. "
+               "Opens the store read-only.")
+
+
+def add_arguments(s) -> None:
+    s.add_argument("--db", default=DEFAULT_DB, help=f"the store to read (default: ./{DEFAULT_DB})")
+    s.add_argument("--all", action="store_true", help="include accuracy references in the contest")
+    s.add_argument("--status", action="store_true", help="also print attempts per backend and status, where the "
+                   "sweep's wall went, and (several devices) attempts and wall per device")
+    s.add_argument("--where", action="append", metavar="AXIS=V1,V2",
+                   help="keep only workloads whose AXIS is one of the values; repeatable (see run --where)")
+    s.add_argument("--backend", dest="backends", type=csv_list, metavar="NAMES",
+                   help="keep only these backends (comma list)")
+    s.add_argument("--rank", action="store_true", help="every backend of every workload, fastest first")
+    s.add_argument("--failures", action="store_true",
+                   help="every attempt that did not end OK, with its status and reason")
+    s.add_argument("--format", choices=("table", "csv", "md", "json"), default="table",
+                   help="table (default; compact below 160 columns) or the same results as csv, md or json")
+    s.add_argument("--wide", action="store_true", help="every column even on a narrow terminal")
+    s.add_argument("--tag", dest="tags", action="append", metavar="TAG",
+                   help="keep only attempts whose sweep tag (run --tag) is TAG; repeatable (any of them); "
+                        "a tag no attempt has is an error")
+
+
+def select_rows(df, args):
+    """show's filters on the attempts frame: --tag, --where (any workload axis), --backend."""
+    from ...store.io import with_tags
+    from ...workloads import axes
+
+    df = axes.select_frame(with_tags(df, args.tags, "attempts"), axes.parse_filters(args.where))
+    if args.backends:
+        unknown = sorted(set(args.backends) - set(df["backend"]))
+        if unknown:
+            raise UsageError(f"no attempt of backend {unknown[0]!r} in the store")
+        df = df[df["backend"].isin(args.backends)]
+    return df.reset_index(drop=True)
+
+
+def run(args) -> int:
+    from ...analysis.frames import per_backend
+    from ...analysis.outcomes import device_counts, status_counts
+    from ...analysis.overview import run_overview
+    from ...analysis.winners import best_per_workload, contestants
+    from ...report import terminal
+    from ...store import model_rows
+    from ...store.db import Store
+
+    out = console.out
+    store = Store(args.db, readonly=True)
+    try:
+        df, runs = store.dataframe(), store.runs()
+        n_model = len(model_rows.keys(store.con))
+    finally:
+        store.close()
+    if df.empty and n_model and args.format == "table":  # a store `attnbench model` wrote
+        out.print(f"{args.db} holds no attempts but {n_model} model rows: attnbench model --db {args.db} --show")
+        return 0
+    # runs stay whole: ceilings are the device's latest, and the overview counts only runs with rows in df
+    df = select_rows(df, args)
+    if args.failures:
+        failed = df[df["status"] != "OK"]
+        frame = failed[["backend", "status", "reason", "repeat", "mode", "batch", "q_len", "kv_len", "q_heads",
+                        "kv_heads", "head_dim", "dtype", "causal", "launch", "device_name", "attempt_key"]]
+        return _emit(frame, args.format, lambda: [terminal.failures_table(failed)])
+    if args.rank:
+        ranked = contestants(per_backend(df), args.all)
+        return _emit(ranked, args.format, lambda: [terminal.ranking_table(ranked)])
+    best = best_per_workload(df, runs, include_references=args.all)
+    types = {r.get("device_name"): ((r.get("provenance") or {}).get("device") or {}).get("type") for r in runs}
+    return _emit(best, args.format, lambda: terminal.show(
+        best, run_overview(df, runs), status_counts(df) if args.status else None, source=args.db,
+        attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types,
+        width=out.width, devices=device_counts(df) if args.status else None))
+
+
+def _emit(frame, fmt: str, parts) -> int:
+    """The frame as data (csv, md, json) on stdout, or the rich rendering `parts()` gives."""
+    from ...report import formats
+
+    if fmt != "table":
+        sys.stdout.write(formats.as_text(frame, fmt))
+        return 0
+    for part in parts():
+        console.out.print(part)
+    return 0
