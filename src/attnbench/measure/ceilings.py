@@ -72,7 +72,7 @@ def ceilings(device: str) -> dict:
     del src, dst
     # Read-only traffic (what decode does) runs above copy bandwidth: a reduction reads once. On the
     # H200 a 512 MiB reduction read 3.4-3.8 TB/s and a 2 GiB one 4.3 TB/s in the same process
-    # (scripts/h200_host_probe.py), so the read buffer is 2 GiB where a quarter of free memory allows.
+    # (lab/h200_host_probe.py), so the read buffer is 2 GiB where a quarter of free memory allows.
     rbytes = nbytes
     if cuda and torch.cuda.mem_get_info(torch.device(device))[0] >= 4 * (2048 << 20):
         rbytes = 2048 << 20

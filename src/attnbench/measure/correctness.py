@@ -20,7 +20,7 @@ from ..workloads.varlen import cu_seqlens, packed, seq_lengths, tensor_dims
 EPS = {"fp32": 1.2e-7, "bf16": 7.8e-3, "fp16": 9.8e-4, "fp8_e4m3": 0.125}  # fp8: 2^-3, float8_e4m3fn's eps
 # Largest error ratio a correct kernel may show, per dtype: a margin above the largest ratio measured
 # on correct fused and unfused kernels (CPU and H200, forward and backward, every input distribution;
-# scripts/tolerance_spread.py, figures in docs/methodology.md "Tolerances"). In float32 the same-dtype
+# lab/tolerance_spread.py, figures in docs/methodology.md "Tolerances"). In float32 the same-dtype
 # reference is so exact that a correct kernel's other summation order alone scores several times its
 # error (CPU flash backward: dQ 5.6 on N(0, 1), 20 with logits of std 30), hence the wider bounds; a
 # float32 kernel that computes in TF32 or bf16 inside still scores 1e3 and more.

@@ -275,7 +275,7 @@ class GraphSampler:
     samples (their length from the last chunk, or `sample_s` before the first): a chunk the rule's
     time cap will not read is not queued. With cold L2 (flush) a chunk is one sample, its flush
     before the lead: on the H200, decode samples right behind a flush read 2-10% longer than samples
-    200 µs after it (scripts/graph_chunks.py --l2 cold), so cold samples stay as they were measured
+    200 µs after it (lab/graph_chunks.py --l2 cold), so cold samples stay as they were measured
     before chunks.
 
     A sample is kept only if the device had not reached its start event when the host had queued its

@@ -3,14 +3,14 @@
 # own, which runs on while the machine stays warm (back-to-back calls, each within its 30 s); every
 # call waits up to WAIT seconds for it, then copies the log's tail to $OUT with what the run has
 # written. The sweep's wall is one uninterrupted span, from its start to its end. A checkout whose
-# row exports take it past what a call sends: `bash scripts/device_slim.sh hide` first, `restore` after.
+# row exports take it past what a call sends: `bash lab/device_slim.sh hide` first, `restore` after.
 #   NAME=pt          the run's folder, /tmp/NAME, and the names of what comes back
 #   ARGS="..."       attnbench run's arguments (not --db)
 #   LIMIT=900        seconds the run may take; then it is interrupted as by ^C (resumable)
 #   WAIT=580         seconds this call waits
 #   BEFORE="..."     a command the first call runs before the sweep starts, with the sweep's environment
 #                    (GPU tests: run beside the sweep they would share its GPU and perturb its timings)
-#   PARTS=1          one part of a sweep too long for a session (scripts/sweep_parts.py): the run
+#   PARTS=1          one part of a sweep too long for a session (lab/sweep_parts.py): the run
 #                    resumes from out/carry/NAME.sqlite.gz (name out/carry in the call's `carry`), and
 #                    when it ends what comes back is its own rows, the runs table and the slimmed store
 #                    the next part resumes from; without PARTS, the store's exports (ended) or a
@@ -18,7 +18,7 @@
 #                    store while the sweep is unfinished) travels too: out/carry/NAME.cache.txz.NN in,
 #                    NAME.cache.txz.NN back (xz, 12 MiB pieces, four at most: what a call returns and
 #                    carries; when all of it is larger, Inductor's and JAX's parts, else JAX's:
-#                    scripts/sweep_parts.py pack). A machine lost mid-part (a call missed its 30 s)
+#                    lab/sweep_parts.py pack). A machine lost mid-part (a call missed its 30 s)
 #                    leaves the last call's NAME.sqlite.gz backup: `sweep_parts.py take` makes the
 #                    part from it, to its last row, and the next part resumes from there
 set -u
@@ -29,7 +29,7 @@ if [ ! -e "$D/started" ]; then
   [ -n "${BEFORE:-}" ] && { bash -c "$BEFORE" 2>&1 | tail -12; }
   [ "${PARTS:-0}" = 1 ] && [ -e "out/carry/$NAME.sqlite.gz" ] && gunzip -c "out/carry/$NAME.sqlite.gz" > "$D/run.sqlite"
   if [ "${PARTS:-0}" = 1 ] && ls out/carry/$NAME.cache.t?z.* > /dev/null 2>&1; then
-    python3 scripts/sweep_parts.py unpack out/carry/$NAME.cache.t?z.* --to "$D/run.sqlite.compile-cache"
+    python3 lab/sweep_parts.py unpack out/carry/$NAME.cache.t?z.* --to "$D/run.sqlite.compile-cache"
     echo "compiler cache from the last part: $(du -sm "$D/run.sqlite.compile-cache" | cut -f1) MiB"
   fi
   date +%s.%N > "$D/started"
@@ -39,12 +39,12 @@ fi
 end=$(( $(date +%s) + ${WAIT:-580} ))
 while [ ! -e "$D/ended" ] && [ "$(date +%s)" -lt $end ]; do sleep 2; done
 if [ -e "$D/ended" ] && [ "${PARTS:-0}" = 1 ]; then
-  [ -e "$D/returned" ] || python3 scripts/sweep_parts.py segment "$D/run.sqlite" --out "$OUT" --name "$NAME" \
+  [ -e "$D/returned" ] || python3 lab/sweep_parts.py segment "$D/run.sqlite" --out "$OUT" --name "$NAME" \
     && touch "$D/returned"
   C="$D/run.sqlite.compile-cache"
   if [ -d "$C" ]; then
     du -sm "$C"/* 2>/dev/null | sort -rn
-    python3 scripts/sweep_parts.py pack "$C" --out "$OUT" --name "$NAME"
+    python3 lab/sweep_parts.py pack "$C" --out "$OUT" --name "$NAME"
   fi
 elif [ -e "$D/ended" ]; then  # the store's rows travel as exports (a sweep's sqlite can pass 16 MiB)
   python3 -m attnbench export --db "$D/run.sqlite" --out "$OUT/$NAME.jsonl.gz" > /dev/null

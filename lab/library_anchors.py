@@ -3,7 +3,7 @@ prefill B=4 N=4k non-causal and B=4 N=8k causal (TFLOP/s), forward + backward B=
 (TFLOP/s), and decode B=32 against a 16k cache, Hkv=8 (KV GB/s, eager and graph). Median over the
 OK rows' medians; "-" where a backend has no OK row for the shape, with its status when it has one.
 
-  python scripts/library_anchors.py STORE_OR_EXPORT [...]"""
+  python lab/library_anchors.py STORE_OR_EXPORT [...]"""
 from __future__ import annotations
 
 import sys

@@ -1,10 +1,10 @@
 """A sweep measured in parts over several device sessions (issue 13: the `portability` grid on one H200).
 
   segment STORE --out DIR --name NAME
-      After a part (PARTS=1 scripts/h200_detached.sh): the rows of the store's latest run as DIR/NAME-segK.jsonl.gz,
+      After a part (PARTS=1 lab/h200_detached.sh): the rows of the store's latest run as DIR/NAME-segK.jsonl.gz,
       its runs table as DIR/NAME-segK.runs.jsonl, and the store to resume from as DIR/NAME.sqlite.gz:
       slimmed (no raw samples or kernel lists: resume needs only which attempts have a row).
-  ledger [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
+  ledger [--dir results/local/portability] [--carry out/carry/port.sqlite.gz]
       Every part's rows and runs in one store: the sweep's wall (each run's, start-up included) over its
       timed samples, per part and in all, how much of the grid's plan has a row, what later repeats
       cost against repeat 0 (in its run; in a later part that resumed a compiler cache holding an
@@ -13,15 +13,15 @@
       repeat-0 row cost, with and without its first call, and at the carried rows' ratio for those
       whose compiles a kept cache holds), and the slimmed store the next part resumes from, rebuilt
       from the kept parts; never one with fewer attempts than the one it replaces (a part's rows set
-      aside by scripts/device_slim.sh would be measured again).
+      aside by lab/device_slim.sh would be measured again).
 
-  take DIR [--name port] [--dir results/h200/portability] [--carry out/carry/port.sqlite.gz]
+  take DIR [--name port] [--dir results/local/portability] [--carry out/carry/port.sqlite.gz]
       What a part's last call returned (DIR: the call's files): its NAME-segK.* rows and runs into
       --dir, its compiler cache pieces NAME.cache.txz.NN beside --carry in place of the last part's
       (checked to be one whole archive first; none returned keeps the last ones); then the ledger.
       Where the returned cache left out a compiler's part for size (pack), the carried archive's
       part is kept beside it: the part started from it, so it is older but still valid. Run it with
-      the earlier parts' rows in --dir (after `bash scripts/device_slim.sh restore`). DIR without
+      the earlier parts' rows in --dir (after `bash lab/device_slim.sh restore`). DIR without
       segment files but with NAME.sqlite.gz (the backup a call returns while the run goes on): the
       machine was lost mid-part, and the backup's latest run, to its last row, is the part.
   pack CACHE --out DIR --name NAME
@@ -33,8 +33,8 @@
   unpack PIECE... --to CACHE
       The pieces (xz or gzip, in order) extracted into CACHE.
 
-    PYTHONPATH=src python scripts/sweep_parts.py take /work/.device/3
-    PYTHONPATH=src python scripts/sweep_parts.py ledger
+    PYTHONPATH=src python lab/sweep_parts.py take /work/.device/3
+    PYTHONPATH=src python lab/sweep_parts.py ledger
 """
 from __future__ import annotations
 
@@ -57,7 +57,10 @@ import pandas as pd
 from attnbench.analysis.analyze import run_host
 from attnbench.analysis.overview import run_overview, timed_seconds
 from attnbench.analysis.stats import json_dict
-from attnbench.cli.commands import SWEEP_CACHE_SUFFIX
+try:
+    from attnbench.runner.compile_cache import SWEEP_CACHE_SUFFIX
+except ImportError:  # until the runner owns the compile-cache policy
+    from attnbench.cli.commands.run import SWEEP_CACHE_SUFFIX
 from attnbench.runner.eta import Remaining, duration, typical_wall
 from attnbench.store.db import Store
 from attnbench.store.io import export, import_rows, import_runs, read_rows
@@ -279,7 +282,7 @@ def ledger(args) -> None:
         lost = carried_keys(args.carry, tmp) - (set(df["attempt_key"]) if len(df) else set())
         if lost:  # a resume store that shrank would measure those attempts again: a session's part
             raise SystemExit(f"sweep_parts: the kept parts in {args.dir} lack {len(lost)} attempts that "
-                             f"{args.carry} has (row exports set aside? `bash scripts/device_slim.sh "
+                             f"{args.carry} has (row exports set aside? `bash lab/device_slim.sh "
                              "restore`, then `ledger`); the resume store is left as it was")
         Path(args.carry).parent.mkdir(parents=True, exist_ok=True)
         write_slim(f"{tmp}/all.sqlite", args.carry)
@@ -300,7 +303,7 @@ def carried_keys(carry: str, tmp: str) -> set[str]:
 
 
 PIECE = 12 * 2**20  # a cache piece: four fit one call's returned files (16 MiB each), and its carry
-# (64 MiB) beside the resume store and the tree with the row exports set aside (scripts/device_slim.sh)
+# (64 MiB) beside the resume store and the tree with the row exports set aside (lab/device_slim.sh)
 MAX_PIECES = 4
 KIND_SETS = (("inductor", "triton", "jax"), ("inductor", "jax"), ("jax",))  # Inductor's FX graph entries
 # bundle their Triton kernels, so Triton's own cache is the first to go; a left-out entry is a miss
@@ -462,7 +465,7 @@ def main() -> int:
     tk.add_argument("src")
     tk.add_argument("--name", default="port")
     for p in (led, tk):
-        p.add_argument("--dir", default=str(HERE / "results/h200/portability"))
+        p.add_argument("--dir", default=str(HERE / "results/local/portability"))
         p.add_argument("--carry", default=str(HERE / "out/carry/port.sqlite.gz"))
     pk = sub.add_parser("pack", help="a part's compiler cache as xz pieces that one device call returns")
     pk.add_argument("cache")

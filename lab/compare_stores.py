@@ -2,7 +2,7 @@
 are the medians (per workload x backend, median of per-repeat medians), against how far each
 store's own repeats spread, and what each sweep spent outside its attempts.
 
-  python scripts/compare_stores.py BEFORE.sqlite AFTER.sqlite
+  python lab/compare_stores.py BEFORE.sqlite AFTER.sqlite
 A store may also be an export (.jsonl[.gz], .csv, .parquet): it is imported into a temporary store."""
 from __future__ import annotations
 

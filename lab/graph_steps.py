@@ -1,4 +1,4 @@
-"""The loop that scripts/graph_chunks.py and scripts/graph_kernel_gap.py share: each (workload,
+"""The loop that lab/graph_chunks.py and lab/graph_kernel_gap.py share: each (workload,
 backend) of their selection with the graph launch, prepared and called once as the runner does
 before it times (the backend's context held while the caller measures), a backend that refuses it
 said in a line, and each workload's inputs freed before the next one's; and the selection options

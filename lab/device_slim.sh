@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A device call sends the checkout (tracked files, untracked ones not ignored, the carried paths), 64 MiB
-# at most. The tracked row exports under results/ outgrow that, and the device reads none of them, so
-# they are set aside in out/ (ignored, not carried) while the calls run, then put back unchanged.
-#   bash scripts/device_slim.sh size [CARRY...]   what a call would send, in MiB
-#   bash scripts/device_slim.sh hide              before the first call
-#   bash scripts/device_slim.sh restore           after the last (git status is clean again)
+# at most. The tracked exports under results/ are a few MiB (results/README.md), but carried paths (a
+# resume store, compiler cache pieces) can need that room too; the device reads none of the exports, so
+# they can be set aside in out/ (ignored, not carried) while the calls run, then put back unchanged.
+#   bash lab/device_slim.sh size [CARRY...]   what a call would send, in MiB
+#   bash lab/device_slim.sh hide              before the first call
+#   bash lab/device_slim.sh restore           after the last (git status is clean again)
 set -eu
 cd "$(dirname "$0")/.."
 STASH=out/device-stash.tar
@@ -27,5 +28,5 @@ restore)
   tar xf "$STASH" && rm "$STASH"
   echo "restored; changed under results/: $(git status --porcelain results | grep -c . || true)" ;;
 *)
-  echo "usage: bash scripts/device_slim.sh size [CARRY...] | hide | restore" >&2; exit 2 ;;
+  echo "usage: bash lab/device_slim.sh size [CARRY...] | hide | restore" >&2; exit 2 ;;
 esac

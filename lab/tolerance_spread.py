@@ -5,7 +5,7 @@ the three input distributions, checks each result as a run would, and prints the
 elementwise ratio and systematic-error ratio seen per (backend, dtype, tensor, inputs), then the
 largest per (dtype, inputs) beside the tolerance. Usage:
 
-    PYTHONPATH=src python scripts/tolerance_spread.py [--device cuda] [--out spread.json] [--quick]
+    PYTHONPATH=src python lab/tolerance_spread.py [--device cuda] [--out spread.json] [--quick]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Time `analyze` on a synthetic store of 75,000 attempts (the target: under 10 s on a laptop CPU).
 
-  python scripts/bench_analyze.py [--attempts 75000] [--keep DIR]
+  python lab/bench_analyze.py [--attempts 75000] [--keep DIR]
 
 The store is two labels' worth of rows: 2 stores × workloads × 7 backends × 3 repeats, with 10 to
 200 raw samples per attempt (as the H200 runs hold), about a tenth of them not OK. Building it is

@@ -13,7 +13,7 @@ graph < eager says the graph itself runs the kernels faster (fewer gaps, overlap
 p-eager > eager says the profiler lengthens the kernels it traces. Prints one line each and the
 kernels per call, then medians of the ratios.
 
-    python scripts/graph_kernel_gap.py --grid portability --where mode=decode \
+    python lab/graph_kernel_gap.py --grid portability --where mode=decode \
         --where batch=8 --backends flex,sdpa-cudnn,compile --limit 6
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from graph_steps import add_selection, graph_steps, selection  # scripts/: the shared loop
+from graph_steps import add_selection, graph_steps, selection  # lab/: the shared loop
 
 
 def main(argv=None) -> int:

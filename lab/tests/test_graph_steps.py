@@ -1,4 +1,4 @@
-"""scripts/graph_steps.py: the loop the graph diagnostics share (their measurements need CUDA; the
+"""lab/graph_steps.py: the loop the graph diagnostics share (their measurements need CUDA; the
 loop does not)."""
 import importlib.util
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 from attnbench.backends.registry import all_backends
 from attnbench.workloads.grids import get_grid
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "graph_steps.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "graph_steps.py"
 
 
 @pytest.fixture

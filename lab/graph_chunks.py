@@ -4,7 +4,7 @@ queued behind one delay (measure/timing.py: GraphSampler). Prints, per (workload
 medians, their ratio, the late samples the chunks dropped and how much of each method's wall its
 samples fill.
 
-    python scripts/graph_chunks.py --device cuda --grid quick --where launch=graph \
+    python lab/graph_chunks.py --device cuda --grid quick --where launch=graph \
         --backends sdpa-flash,sdpa-cudnn,flex --limit 24 --samples 100 --rounds 3
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 
-from graph_steps import add_selection, graph_steps, selection  # scripts/: the shared loop
+from graph_steps import add_selection, graph_steps, selection  # lab/: the shared loop
 
 
 def main(argv=None) -> int:

@@ -8,7 +8,7 @@ do, and prints per process: the first call's seconds, Inductor's cache counters 
 hit / miss / bypass), the seconds spent benchmarking Triton configs, and the functions that took
 most of the first call (cProfile, cumulative).
 
-    PYTHONPATH=src python scripts/compile_cold_probe.py [--shapes 4x8192,16x4096] [--processes 2]
+    PYTHONPATH=src python lab/compile_cold_probe.py [--shapes 4x8192,16x4096] [--processes 2]
 """
 from __future__ import annotations
 

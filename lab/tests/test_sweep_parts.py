@@ -1,21 +1,33 @@
-"""scripts/sweep_parts.py: what the attempts left of a sweep in parts would add, from repeat 0's rows."""
+"""lab/sweep_parts.py: what the attempts left of a sweep in parts would add, from repeat 0's rows."""
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "sweep_parts.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "sweep_parts.py"
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # a dataclass looks its module up there
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture(scope="module")
 def parts():
-    spec = importlib.util.spec_from_file_location("sweep_parts", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _load("sweep_parts", SCRIPT)
+
+
+@pytest.fixture(scope="module")
+def make_row():
+    """tests/conftest.py's store row, loaded by path: pytest loads that conftest for tests/ only."""
+    return _load("attnbench_tests_conftest", SCRIPT.parents[1] / "tests" / "conftest.py").make_row
 
 
 def attempt(backend, wk, mode, repeat):
@@ -187,11 +199,10 @@ def _part(parts_dir: Path, name: str, rows: list[dict], provenance: dict | None 
     (parts_dir / f"{name}.sqlite").unlink()
 
 
-def test_the_ledger_never_writes_a_resume_store_with_fewer_attempts_than_the_carried_one(parts, tmp_path, capsys):
+def test_the_ledger_never_writes_a_resume_store_with_fewer_attempts_than_the_carried_one(parts, make_row, tmp_path, capsys):
     import gzip
     import sqlite3
 
-    from conftest import make_row
 
     kept, carry = tmp_path / "kept", tmp_path / "carry" / "port.sqlite.gz"
     kept.mkdir()
@@ -227,10 +238,9 @@ def test_the_ledger_never_writes_a_resume_store_with_fewer_attempts_than_the_car
     assert len(keys()) == 5 and "resume store" in capsys.readouterr().out
 
 
-def test_the_ledger_counts_one_start_up_for_the_sweep_run_whole(parts, tmp_path, capsys):
+def test_the_ledger_counts_one_start_up_for_the_sweep_run_whole(parts, make_row, tmp_path, capsys):
     import re
 
-    from conftest import make_row
 
     kept = tmp_path / "kept"
     kept.mkdir()
@@ -309,14 +319,13 @@ def test_a_run_that_began_fresh_breaks_the_chain_of_carried_compiles(parts):
     assert parts.carried_pairs(ok, {k: provenances[k] for k in ("r1", "r2", "r3", "r4")}) == {("a", "w1"), ("a", "w2")}
 
 
-def test_take_makes_the_part_from_a_lost_machines_last_backup(parts, tmp_path, monkeypatch, capsys):
+def test_take_makes_the_part_from_a_lost_machines_last_backup(parts, make_row, tmp_path, monkeypatch, capsys):
     """A part whose machine was lost mid-run returns no segment, only the backup of its whole store that
     the last call brought back: take cuts the latest run's rows out of it (the earlier parts' rows stay
     out), as segment does at a part's end; a folder with neither is refused, nothing kept."""
     import gzip
 
     from attnbench.store.db import Store
-    from conftest import make_row
 
     monkeypatch.setattr(parts, "ledger", lambda args: None)
     got, kept = tmp_path / "device", tmp_path / "results"
