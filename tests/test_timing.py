@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from attnbench.measure import timing
+from attnbench.measure import sampling, timing
 from attnbench.measure.timing import Timing, TimingConfig, rel_halfwidth, time_host
 
 
@@ -273,7 +273,7 @@ def test_collect_keeps_every_sample_in_order_and_calls_on_batch_around_batches()
         return next(values)
 
     cfg = TimingConfig(min_samples=10, max_samples=25, max_time_s=10.0, target_rel_err=0.0)
-    t = timing._collect(sample, cfg, Timing(warmup_settled=True), lambda: log.append("b"))
+    t = sampling.collect(sample, cfg, Timing(warmup_settled=True), lambda: log.append("b"))
     assert t.samples_us == [float(v) for v in range(100, 75, -1)]
     assert "".join(log) == "b" + "s" * 10 + "b" + "s" * 10 + "b" + "s" * 5 + "b"
     assert t.trend == timing.trend(t.samples_us) < -timing.TREND_LIMIT and not t.stationary
@@ -292,7 +292,7 @@ def test_on_batch_runs_at_least_twice_on_a_five_sample_row(clock):
 def test_stationary_needs_a_settled_warmup_even_without_a_trend():
     few = dict(min_samples=3, max_samples=5, max_time_s=10.0, target_rel_err=0.0)
     for settled in (True, False):
-        t = timing._collect(lambda: 1.0, TimingConfig(**few), Timing(warmup_settled=settled))
+        t = sampling.collect(lambda: 1.0, TimingConfig(**few), Timing(warmup_settled=settled))
         assert t.trend is None and t.stationary is settled  # 5 samples: the warm-up alone vouches
 
 
@@ -301,15 +301,15 @@ def test_a_floor_of_sampled_time_keeps_sampling_a_converged_median(monkeypatch):
     going in batches of ~25 ms (13 samples) until the batch that passes 0.1 s: 10 + 4 x 13 = 62."""
     def run(**kw):
         cfg = TimingConfig(min_samples=10, max_samples=200, max_time_s=10.0, target_rel_err=0.01, **kw)
-        return timing._collect(lambda: 1000.0, cfg, Timing(calls_per_sample=2, warmup_settled=True))
+        return sampling.collect(lambda: 1000.0, cfg, Timing(calls_per_sample=2, warmup_settled=True))
 
     assert len(run().samples_us) == 10
     t = run(min_time_s=0.1)
     assert len(t.samples_us) == 62 and t.converged
     assert sum(t.samples_us) * 2 / 1e6 >= 0.1 > sum(t.samples_us[:49]) * 2 / 1e6
-    monkeypatch.setattr(timing, "MAX_SAMPLES_UNDER_FLOOR", 0)  # the sample cap wins: converged, floor not reached
+    monkeypatch.setattr(sampling, "MAX_SAMPLES_UNDER_FLOOR", 0)  # the sample cap wins: converged, floor not reached
     cfg = TimingConfig(min_samples=10, max_samples=30, max_time_s=10.0, target_rel_err=0.01, min_time_s=0.1)
-    t = timing._collect(lambda: 1000.0, cfg, Timing(calls_per_sample=2, warmup_settled=True))
+    t = sampling.collect(lambda: 1000.0, cfg, Timing(calls_per_sample=2, warmup_settled=True))
     assert len(t.samples_us) == 30 and t.converged
 
 

@@ -11,7 +11,7 @@ import statistics
 import pytest
 import torch
 
-from attnbench.measure import timing
+from attnbench.measure import graph, timing
 from attnbench.measure.timing import TimingConfig
 
 CYCLES_PER_US = 1980.0  # the simulated spin kernel's clock
@@ -91,7 +91,7 @@ def sim(monkeypatch):
                         "synchronize": lambda device=None: d.sync(), "stream": lambda s: contextlib.nullcontext(),
                         "current_stream": lambda device=None: Stream()}.items():
         monkeypatch.setattr(torch.cuda, name, value, raising=False)
-    monkeypatch.setattr(timing, "_cycles_per_us", {})
+    monkeypatch.setattr(graph, "_cycles_per_us", {})
     monkeypatch.setattr(timing.time, "perf_counter", lambda: d.host / 1e6)  # warm-up budgets in simulated time
     return d
 
@@ -115,7 +115,7 @@ CFG = TimingConfig(warmup_s=0.001, min_samples=10, max_samples=50, max_time_s=0.
 
 def test_prefill_calibrates_the_spin_and_queues_the_asked_delay(sim):
     timing.device_delay("cuda", 200.0)
-    assert timing._cycles_per_us["cuda"] == pytest.approx(CYCLES_PER_US, rel=0.01)
+    assert graph._cycles_per_us["cuda"] == pytest.approx(CYCLES_PER_US, rel=0.01)
     assert sim.sleeps[-1] == pytest.approx(200.0, rel=0.01)
 
 
