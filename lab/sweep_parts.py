@@ -57,10 +57,7 @@ import pandas as pd
 from attnbench.analysis.analyze import run_host
 from attnbench.analysis.overview import run_overview, timed_seconds
 from attnbench.analysis.stats import json_dict
-try:
-    from attnbench.runner.compile_cache import SWEEP_CACHE_SUFFIX
-except ImportError:  # until the runner owns the compile-cache policy
-    from attnbench.cli.commands.run import SWEEP_CACHE_SUFFIX
+from attnbench.runner.compile_cache import SWEEP_CACHE_SUFFIX
 from attnbench.runner.eta import Remaining, duration, typical_wall
 from attnbench.store.db import Store
 from attnbench.store.io import export, import_rows, import_runs, read_rows
