@@ -45,11 +45,14 @@ layouts          memory layouts offered ("BHND", "BNHD").
 max_head_dim     largest head dim accepted (None: no limit).
 head_dim_multiple  head dims must be a multiple of this.
 supports_gqa     False would make every kv_heads != q_heads workload UNSUPPORTED.
-supports_dropout must stay False: dropout output cannot be checked against a
-                 deterministic float64 reference, so dropout > 0 is refused.
-supports_graph   whether the callable may be captured in a CUDA graph
-                 (launch=graph). True here: no host synchronisation, no
-                 data-dependent shapes.
+accepts          workload axis -> the non-default values this backend runs
+                 (a tuple, or ANY); an axis at its default is always accepted
+                 (attnbench/backends/capabilities.py lists the axes). Here
+                 launch: ANY, the callable may be captured in a CUDA graph
+                 (no host synchronisation, no data-dependent shapes); dropout
+                 must stay unlisted: dropout output cannot be checked against
+                 a deterministic float64 reference. refusals (axis -> text)
+                 says why not in the backend's own words.
 min_capability   lowest CUDA compute capability, e.g. (8, 0); None: any.
 isolation        "worker": runs in the repeat's shared worker process;
                  "backend": a worker of its own per repeat (compile-based
@@ -73,7 +76,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnbench.backends.base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
+from attnbench.backends.base import ANY, CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
 from attnbench.backends.layout import causal_offset, from_bhnd, to_bhnd
 from attnbench.workloads import Workload
 from attnbench.workloads.cost import input_bytes
@@ -151,7 +154,7 @@ BACKENDS = [
         dtypes=("fp32", "bf16", "fp16"),
         layouts=("BHND", "BNHD"),
         supports_gqa=True,
-        supports_graph=True,
+        accepts={"launch": ANY},
         isolation="worker",
         description="chunked-query attention in plain PyTorch (example plugin)",
         chunk_size=64,

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from attnbench.backends import registry
-from attnbench.backends.base import Backend
+from attnbench.backends.base import ANY, Backend
 from attnbench.backends.layout import appended, cache_slot, dense_kv, new_token, to_bhnd, write_slot
 from attnbench.backends.reference import attention_math
 from attnbench.measure import correctness
@@ -188,7 +188,7 @@ class _Fault(Backend):
 
 
 def fault(kind: str) -> _Fault:
-    b = _Fault(name=f"fault-{kind or 'none'}", family="plugin", supports_append=True)
+    b = _Fault(name=f"fault-{kind or 'none'}", family="plugin", accepts={"decode_append": ANY})
     b.fault = kind
     return b
 

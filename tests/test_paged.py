@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from attnbench.backends import registry
-from attnbench.backends.base import Backend
+from attnbench.backends.base import ANY, Backend
 from attnbench.backends.layout import dense_kv
 from attnbench.backends.reference import attention_math
 from attnbench.measure.inputs import fingerprint, make_inputs
@@ -135,7 +135,7 @@ class _Contiguous(Backend):
 
 
 def test_a_kernel_ignoring_the_page_table_is_incorrect():
-    b = _Contiguous(name="contiguous", family="plugin", supports_paged=True)
+    b = _Contiguous(name="contiguous", family="plugin", accepts={"page_size": ANY})
     spec = {"op": "attempt", "workload": d_(kv_len=48).to_dict(), "device": "cpu", "seed": 0,
             "timing": dict(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, max_samples=5, max_time_s=0.05)}
     res = attempt.run(spec, b, attempt.WorkloadCache())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnbench.backends.base import Backend
+from attnbench.backends.base import ANY, Backend
 from attnbench.backends.layout import from_bhnd, to_bhnd
 from attnbench.backends.reference import attention_math
 from attnbench.runner import attempt
@@ -86,7 +86,7 @@ class _OneSequence(Backend):
 def test_attending_across_sequences_is_incorrect(causal):
     w = v_(causal=causal, batch=6, q_len=32, kv_len=32)
     spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0, "timing": FAST}
-    res = attempt.run(spec, _OneSequence(name="one-seq", family="plugin", supports_varlen=True),
+    res = attempt.run(spec, _OneSequence(name="one-seq", family="plugin", accepts={"lengths": ANY}),
                       attempt.WorkloadCache())
     assert res["status"] == "INCORRECT", res.get("reason")
 

@@ -1,9 +1,10 @@
 """The Backend contract, in one place.
 
 A backend is a `Backend` (usually a subclass in a file of its own) that declares:
-- what it can run: modes, dtypes, devices, head dims, GQA, layouts, graph capture, minimum compute
-  capability (`supports()` applies them and returns a one-line reason; `extra_supports()` adds the
-  backend's own limits);
+- what it can run: modes, dtypes, devices, head dims, GQA, layouts, minimum compute capability, and
+  per workload axis the non-default values it runs (`accepts`, backends/capabilities.py: an axis at
+  its default is always accepted) (`supports()` applies them and returns a one-line reason;
+  `extra_supports()` adds the backend's own limits);
 - which kernel families the dispatch probe must see when it runs (`kernel_families`, per device
   type), and how its library's kernels are named (`kernel_patterns`, so the probe can tell them
   from anyone else's);
@@ -15,13 +16,14 @@ the same gates."""
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Callable
 
+from . import capabilities
+from .capabilities import ANY  # noqa: F401  (plugins declare accepts with it)
 from .kernels import KernelFamily
 
 from ..workloads import MODES, Workload
-from ..workloads.append import appending
 from ..workloads.cost import input_bytes
 
 CONTESTANT = "contestant"
@@ -127,18 +129,11 @@ class Backend:
     max_head_dim: int | None = None
     head_dim_multiple: int = 1
     supports_gqa: bool = True
-    supports_dropout: bool = False  # dropout output cannot be checked against a deterministic reference
-    supports_graph: bool = True
-    # a packed variable-length batch (Workload.lengths != fixed) through one packed-batch kernel call;
-    # a loop over the sequences is not that, so by default such workloads are refused
-    supports_varlen: bool = False
-    # a paged KV cache (Workload.page_size > 0): K/V in pages reached through a page table; a backend
-    # without a kernel that takes the table refuses (a gather into a contiguous cache is not that)
-    supports_paged: bool = False
-    # an appending decode (Workload.decode_append included): the step writes the new token's K/V into the
-    # cache, then attends; a backend without that path refuses (`append_refusal` may say why in its words)
-    supports_append: bool = False
-    append_refusal: str = ""
+    # workload axis -> the non-default values this backend runs (a tuple, or ANY); an axis at its default
+    # is always accepted, and an axis not named here accepts what its rule does by default
+    # (backends/capabilities.py, e.g. {"lengths": ANY, "decode_append": ("included",)})
+    accepts: dict[str, Any] = field(default_factory=dict)
+    refusals: dict[str, str] = field(default_factory=dict)  # axis -> why not, in this backend's own words
     layouts: tuple[str, ...] = ("BHND", "BNHD")
     min_capability: tuple[int, int] | None = None
     # "worker": the repeat's shared worker; "backend": a worker of its own per repeat (compile-based
@@ -148,6 +143,24 @@ class Backend:
     # the next backend on the GPU finds the memory (without it, release() runs between workloads)
     holds_pool: bool = False
     description: str = ""
+    # The keywords that declared axis capabilities before `accepts` (capabilities.LEGACY_FLAGS), so that
+    # plugins written against them load unchanged: True accepts every value, False the default only.
+    supports_dropout: InitVar[bool | None] = None
+    supports_varlen: InitVar[bool | None] = None
+    supports_paged: InitVar[bool | None] = None
+    supports_append: InitVar[bool | None] = None
+    supports_graph: InitVar[bool | None] = None
+    append_refusal: InitVar[str | None] = None
+
+    def __post_init__(self, supports_dropout, supports_varlen, supports_paged, supports_append, supports_graph,
+                      append_refusal) -> None:
+        given = {"supports_dropout": supports_dropout, "supports_varlen": supports_varlen,
+                 "supports_paged": supports_paged, "supports_append": supports_append,
+                 "supports_graph": supports_graph}
+        legacy = {capabilities.LEGACY_FLAGS[k]: capabilities.ANY if v else () for k, v in given.items() if v is not None}
+        # copies: make() functions share one keyword dict among several backends
+        self.accepts = {**legacy, **self.accepts}
+        self.refusals = {**({"decode_append": append_refusal} if append_refusal else {}), **self.refusals}
 
     # ---- availability -----------------------------------------------------------------------
     def availability(self) -> str | None:
@@ -191,18 +204,9 @@ class Backend:
             return f"head_dim must be a multiple of {self.head_dim_multiple}"
         if w.kv_heads != w.q_heads and not self.supports_gqa:
             return f"{w.attention_kind} (q_heads {w.q_heads} != kv_heads {w.kv_heads}) not offered"
-        if w.dropout > 0 and not self.supports_dropout:
-            return "dropout > 0: output cannot be validated against a deterministic float64 reference"
-        if w.lengths != "fixed" and not self.supports_varlen:
-            return f"lengths {w.lengths} (a packed variable-length batch): {self.name} has no packed-batch kernel"
-        if w.page_size and not self.supports_paged:
-            return f"page_size {w.page_size}: no paged KV cache path"
-        if appending(w) and not self.supports_append:
-            return f"decode_append included: {self.append_refusal or 'no path that appends K/V to the cache in the step'}"
-        if w.launch == "graph" and (dev.type != "cuda" or not self.supports_graph):
-            return "CUDA-graph launch needs a CUDA device" if dev.type != "cuda" else "not graph-capturable"
-        if w.l2 == "cold" and dev.type != "cuda":
-            return "l2=cold is defined for CUDA devices only"
+        why = capabilities.refusal(self, w, dev)  # the workload axes' rules, one table
+        if why:
+            return why
         if self.min_capability and dev.capability and tuple(dev.capability) < self.min_capability:
             cc = "%d.%d" % tuple(self.min_capability)
             return f"needs compute capability >= {cc}, device has {dev.capability[0]}.{dev.capability[1]}"
@@ -266,6 +270,8 @@ class Backend:
             "modes": list(self.modes),
             "dtypes": list(self.dtypes),
             "devices": list(self.devices),
+            "layouts": list(self.layouts),
+            "accepts": capabilities.describe(self),
             "kernel_families": {k: sorted(v) for k, v in self.kernel_families.items()},
             "kernel_patterns": [f.name for f in self.kernel_patterns],
             "description": self.description,

@@ -4,6 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..workloads import Workload
+from .capabilities import ANY
 from .base import CONTESTANT, Backend, Inputs
 from .layout import append_then, from_bhnd, to_bhnd
 from .reference import attention_math
@@ -53,7 +54,7 @@ def make() -> list[Backend]:
             family="compile",
             role=CONTESTANT,
             isolation="backend",
-            supports_append=True,  # the new token written eagerly before the compiled attention
+            accepts={"decode_append": ANY},  # the new token written eagerly before the compiled attention
             # Inductor may emit Triton kernels, keep extern GEMMs, or pattern-match to an SDPA kernel.
             kernel_families={
                 "cuda": frozenset({"triton", "unfused-gemm", "pytorch-flash", "cutlass-fmha", "cudnn"}),

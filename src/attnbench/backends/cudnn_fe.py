@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..workloads import FP8_MAX, Workload
 from ..workloads.paged import paged, pages_per_seq
 from ..workloads.varlen import cu_seqlens, packed, seq_lengths
+from .capabilities import ANY
 from .base import CONTESTANT, Backend, Inputs, Prepared, Rejected
 from .layout import from_bhnd, to_bhnd
 from .optional import call_rejecting, dist_version, import_hint, to_bnhd
@@ -341,6 +342,6 @@ def make() -> list[Backend]:
     return [CudnnFrontend(name="cudnn-fe", family="cudnn-frontend", role=CONTESTANT, devices=("cuda",),
                           modes=("train_fwd_bwd", "prefill", "decode"), dtypes=("bf16", "fp16", FP8),
                           min_capability=(8, 0), max_head_dim=256, head_dim_multiple=8, supports_gqa=True,
-                          supports_paged=True, supports_varlen=True,
+                          accepts={"page_size": ANY, "lengths": ANY},
                           kernel_families={"cuda": frozenset({"cudnn"})},
                           description="cuDNN frontend SDPA graph")]

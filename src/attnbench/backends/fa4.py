@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 
 from ..workloads import Workload
+from .capabilities import ANY
 from .base import CONTESTANT, Backend, Prepared, Rejected
 from .kernels import KernelFamily
 from .optional import FlashStyle, to_bnhd, window_size
@@ -43,8 +44,8 @@ class FlashAttn4(FlashStyle):
 def make() -> list[Backend]:
     return [FlashAttn4(name="fa4", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(9, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
-                       supports_varlen=True, supports_paged=True,  # paged: flash_attn_varlen_func(page_table=)
-                       append_refusal="FA4 offers no cache-append entry point (4.0.0b36 has no "
-                                      "flash_attn_with_kvcache)",
+                       accepts={"lengths": ANY, "page_size": ANY},  # paged: flash_attn_varlen_func(page_table=)
+                       refusals={"decode_append": "FA4 offers no cache-append entry point (4.0.0b36 has no "
+                                                  "flash_attn_with_kvcache)"},
                        kernel_families={"cuda": frozenset({"flash-attn4"})},
                        description="FlashAttention-4 (flash-attn-4, CuTe DSL)")]

@@ -2,6 +2,7 @@
 aligned bottom-right, its own forward and backward through torch autograd."""
 from __future__ import annotations
 
+from .capabilities import ANY
 from .base import CONTESTANT, Backend
 from .kernels import KernelFamily
 from .optional import FlashStyle
@@ -25,7 +26,7 @@ class FlashAttn2(FlashStyle):
 def make() -> list[Backend]:
     return [FlashAttn2(name="fa2", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(8, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
-                       supports_varlen=True, supports_paged=True,
-                       supports_append=True,  # flash_attn_with_kvcache(k=, v=): the append inside the kernel call
+                       # append: flash_attn_with_kvcache(k=, v=), the append inside the kernel call
+                       accepts={"lengths": ANY, "page_size": ANY, "decode_append": ANY},
                        kernel_families={"cuda": frozenset({"flash-attn2"})},
                        description="FlashAttention-2 (flash_attn 2.x)")]

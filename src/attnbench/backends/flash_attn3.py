@@ -2,6 +2,7 @@
 build): (B, N, H, D) tensors, causal aligned bottom-right, backward through torch autograd."""
 from __future__ import annotations
 
+from .capabilities import ANY
 from .base import CONTESTANT, Backend
 from .kernels import KernelFamily
 from .optional import FlashStyle
@@ -23,7 +24,7 @@ class FlashAttn3(FlashStyle):
 def make() -> list[Backend]:
     return [FlashAttn3(name="fa3", family="flash-attn", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                        min_capability=(9, 0), max_head_dim=256, head_dim_multiple=8, kernel_patterns=KERNELS,
-                       supports_varlen=True, supports_paged=True,
-                       supports_append=True,  # flash_attn_with_kvcache(k=, v=): the append inside the kernel call
+                       # append: flash_attn_with_kvcache(k=, v=), the append inside the kernel call
+                       accepts={"lengths": ANY, "page_size": ANY, "decode_append": ANY},
                        kernel_families={"cuda": frozenset({"flash-attn3"})},
                        description="FlashAttention-3 (Hopper build)")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..workloads import Workload
 from ..workloads.paged import last_page_len, pages_per_seq, paged
 from ..workloads.varlen import cu_seqlens, packed
+from .capabilities import ANY
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
 from .kernels import KernelFamily
 from .optional import bottom_right_only, call_rejecting, dist_version, from_bnhd, import_hint, to_bnhd
@@ -112,13 +113,13 @@ class FlashInfer(Backend):
 def make() -> list[Backend]:
     common = dict(family="flashinfer", role=CONTESTANT, devices=("cuda",), dtypes=("bf16", "fp16"),
                   min_capability=(8, 0), kernel_patterns=KERNELS, kernel_families={"cuda": frozenset({"flashinfer"})})
-    prefill = FlashInfer(name="flashinfer-prefill", modes=("prefill",), supports_varlen=True,
+    prefill = FlashInfer(name="flashinfer-prefill", modes=("prefill",), accepts={"lengths": ANY},
                          description="FlashInfer prefill (single or ragged batch)", **common)
     # FlashInfer appends with a kernel of its own (append_paged_kv_cache) before the decode wrapper's run();
     # that call is not mapped, so an appending decode is refused
-    decode = FlashInfer(name="flashinfer-decode", modes=("decode",), supports_paged=True,
-                        append_refusal="FlashInfer's append (append_paged_kv_cache, a kernel of its own before "
-                                       "run()) is not mapped (not verified against the library)",
+    decode = FlashInfer(name="flashinfer-decode", modes=("decode",), accepts={"page_size": ANY},
+                        refusals={"decode_append": "FlashInfer's append (append_paged_kv_cache, a kernel of its own "
+                                                   "before run()) is not mapped (not verified against the library)"},
                         description="FlashInfer batch decode (paged KV)", **common)
     decode.kind = "decode"
     return [prefill, decode]

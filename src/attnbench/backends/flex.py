@@ -5,6 +5,7 @@ from contextlib import contextmanager
 
 from ..workloads import Workload
 from ..workloads.varlen import cu_seqlens, packed, tensor_dims
+from .capabilities import ANY
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs
 from .layout import append_then, causal_offset, from_bhnd, to_bhnd
 
@@ -105,8 +106,9 @@ def make() -> list[Backend]:
             family="flex",
             role=CONTESTANT,
             isolation="backend",
-            supports_varlen=True,  # a document mask over the packed tokens
-            supports_append=True,  # the new token written eagerly before the kernel (workloads/append.py)
+            # lengths: a document mask over the packed tokens; decode_append: the new token written eagerly
+            # before the kernel (workloads/append.py)
+            accepts={"lengths": ANY, "decode_append": ANY},
             kernel_families={"cuda": frozenset({"triton"}), "cpu": frozenset({"inductor"})},
             description="torch.compile(flex_attention) with a block mask for causal",
         )

@@ -191,7 +191,7 @@ class JaxAttention(Backend):
 
 
 def make() -> list[Backend]:
-    common = dict(family="jax", role=CONTESTANT, modes=("train_fwd_bwd", "prefill", "decode"), supports_graph=False,
+    common = dict(family="jax", role=CONTESTANT, modes=("train_fwd_bwd", "prefill", "decode"), accepts={"launch": ()},
                   isolation="backend", holds_pool=True)
     xla = JaxAttention(name="jax-xla", devices=("cpu", "cuda"), kernel_patterns=KERNELS,
                        kernel_families={"cuda": frozenset({"xla", "unfused-gemm", "triton"}), "cpu": frozenset()},

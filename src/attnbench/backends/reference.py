@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..workloads import Workload
 from ..workloads.cost import input_bytes, score_matrix_bytes
 from ..workloads.varlen import packed, seq_lengths
+from .capabilities import ANY
 from .base import ACCURACY_REFERENCE, Backend, Inputs
 from .layout import append_then, dense_kv, from_bhnd, keep_mask, to_bhnd
 
@@ -63,9 +64,9 @@ def make() -> list[Backend]:
             name="reference",
             family="reference",
             role=ACCURACY_REFERENCE,
-            supports_varlen=True,  # the accuracy reference: one sequence at a time, not a packed kernel
-            supports_paged=True,  # and the pages gathered into a contiguous cache, not a paged kernel
-            supports_append=True,  # the new token written with torch ops (through the page table if paged)
+            # the accuracy reference: one sequence at a time (not a packed kernel), the pages gathered into
+            # a contiguous cache (not a paged kernel), the new token written with torch ops
+            accepts={"lengths": ANY, "page_size": ANY, "decode_append": ANY},
             kernel_families={"cuda": frozenset({"unfused-gemm"}), "cpu": frozenset({"unfused-gemm"})},
             description="unfused PyTorch matmul-softmax-matmul in the workload dtype",
         )

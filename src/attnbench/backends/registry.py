@@ -7,6 +7,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import compiled, cudnn_fe, fa4, flash_attn2, flash_attn3, flashinfer, flex, jax_attention, reference, sdpa, xformers
+from . import capabilities
 from .base import ISOLATIONS, Backend
 
 # order is the listing order; the optional libraries' modules import nothing optional at load time
@@ -47,6 +48,9 @@ def _check(b: Backend, origin: str) -> None:
     if b.isolation not in ISOLATIONS:
         raise BackendError(f"{origin}: backend {b.name!r} has isolation {b.isolation!r}; "
                            f"use one of {', '.join(ISOLATIONS)}")
+    wrong = capabilities.problems(b)
+    if wrong:
+        raise BackendError(f"{origin}: backend {b.name!r} {wrong[0]}")
 
 
 def _as_list(obj, origin: str) -> list[Backend]:

@@ -5,6 +5,7 @@ import warnings
 
 from ..workloads import Workload
 from ..workloads.cost import input_bytes, score_matrix_bytes
+from .capabilities import ANY
 from .base import ACCURACY_REFERENCE, CONTESTANT, Backend, DeviceInfo, Inputs, Prepared, Rejected
 from .kernels import KernelFamily
 from .layout import append_then, from_bhnd, keep_mask, sdpa_mask_args, to_bhnd
@@ -104,9 +105,9 @@ class Sdpa(Backend):
 
 
 def make() -> list[Backend]:
-    fused = dict(family="sdpa", role=CONTESTANT, kernel_patterns=KERNELS, supports_append=True)
+    fused = dict(family="sdpa", role=CONTESTANT, kernel_patterns=KERNELS, accepts={"decode_append": ANY})
     out = [
-        Sdpa(name="sdpa-math", family="sdpa", role=ACCURACY_REFERENCE, kernel_patterns=KERNELS, supports_append=True,
+        Sdpa(name="sdpa-math", family="sdpa", role=ACCURACY_REFERENCE, kernel_patterns=KERNELS, accepts={"decode_append": ANY},
              kernel_families={"cuda": frozenset({"unfused-gemm"}), "cpu": frozenset({"unfused-gemm"})},
              description="SDPA pinned to its math (unfused) kernel"),
         Sdpa(name="sdpa-flash", kernel_families={"cuda": frozenset({"pytorch-flash"}),
