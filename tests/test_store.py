@@ -249,8 +249,12 @@ def test_markdown_lists_every_column():
     assert f"version {SCHEMA_VERSION}" in md
     for c, t, meaning in ATTEMPT_COLUMNS + RUN_COLUMNS:
         assert f"| `{c}` | {t.split()[0]} | {meaning} |" in md
-    assert md.count("| `") == len(ATTEMPT_COLUMNS) + len(RUN_COLUMNS)
-    assert md.index("## attempts") < md.index("`status`") < md.index("## runs")
+    from attnbench.record import MODEL_STEPS
+
+    for c in MODEL_STEPS.columns:  # the model-step rows, declared as the attempts' are
+        assert f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" in md
+    assert md.count("| `") == len(ATTEMPT_COLUMNS) + len(RUN_COLUMNS) + len(MODEL_STEPS.columns)
+    assert md.index("## attempts") < md.index("`status`") < md.index("## runs") < md.index("## model_rows")
 
 
 def test_json_columns_are_columns():

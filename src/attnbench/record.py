@@ -212,6 +212,56 @@ def percentile(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, 100 * q))
 
 
+@dataclass(frozen=True)
+class Table:
+    """One table of the record family: its columns and how a row of it is finished, the same way for
+    every table (a job type's rows, runner/jobs.py)."""
+
+    name: str  # the SQLite table
+    key: str  # the column that identifies a row (resume and claims go by it)
+    columns: tuple[Column, ...]
+    error: type[Exception] = RecordError
+    unknown_text: str = "no column for {} (declare it in attnbench/record.py)"
+    what: str = "row"  # how an error names a row
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def json_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns if c.json)
+
+    def names_from(self, origin: str) -> frozenset[str]:
+        return frozenset(c.name for c in self.columns if c.origin == origin)
+
+    def lacks(self, status: Status, values: dict) -> list[str]:
+        """The columns a row of this status must hold and `values` does not (an OK row: samples too)."""
+        missing = [c.name for c in self.columns if status in c.required_by and values.get(c.name) is None]
+        if status is Status.OK and not values.get("samples_us"):
+            missing.insert(0, "samples_us")
+        return list(dict.fromkeys(missing))
+
+    def finish(self, values: dict) -> dict:
+        """The row as stored, from the values gathered for it: a value no column declares is an error;
+        what its status does not carry is cleared (a number is only reported when it is true); median
+        and p95 are derived from the samples; a value its status requires and lacks is an error."""
+        status, row = named_row(values, self.names, self.error, self.unknown_text)
+        for c in self.columns:
+            if status not in c.carried_by:
+                row[c.name] = None
+        samples = row["samples_us"]
+        if samples:
+            row["median_us"] = statistics.median(samples)
+            row["p95_us"] = percentile(samples, 0.95)
+        missing = self.lacks(status, row)
+        if missing:
+            raise self.error(f"{status.value} {self.what} of {row.get('backend')} lacks {', '.join(missing)}")
+        return row
+
+
+ATTEMPTS = Table("attempts", "attempt_key", COLUMNS)
+
 AttemptRecord = dataclasses.make_dataclass(
     "AttemptRecord", [(c.name, c.type, dataclasses.field(default=None, metadata={"column": c})) for c in COLUMNS],
     frozen=True)
@@ -220,31 +270,104 @@ AttemptRecord.__doc__ = "One stored row: a field per column of COLUMNS (see docs
 
 
 def finish(values: dict) -> "AttemptRecord":
-    """The record of one attempt from the values gathered for it. Raises RecordError on a value that
-    no column declares, or when the status lacks a value it requires; clears the values its status
-    does not carry (a number is only reported when it is true); derives median and p95."""
-    status, row = named_row(values, NAMES, RecordError, "no column for {} (declare it in attnbench/record.py)")
-    for c in COLUMNS:
-        if status not in c.carried_by:
-            row[c.name] = None
-    samples = row["samples_us"]
-    if samples:
-        row["median_us"] = statistics.median(samples)
-        row["p95_us"] = percentile(samples, 0.95)
-    missing = lacks(status, row)
-    if missing:
-        raise RecordError(f"{status.value} row of {row.get('backend')} lacks {', '.join(missing)}")
-    return AttemptRecord(**row)
+    """The record of one attempt from the values gathered for it (Table.finish). Raises RecordError on
+    a value that no column declares, or when the status lacks a value it requires."""
+    return AttemptRecord(**ATTEMPTS.finish(values))
 
 
 def lacks(status: Status, values: dict) -> list[str]:
-    """The columns a row of this status must hold and `values` does not (an OK row: samples too)."""
-    missing = [c.name for c in COLUMNS if status in c.required_by and values.get(c.name) is None]
-    if status is Status.OK and not values.get("samples_us"):
-        missing.insert(0, "samples_us")
-    return list(dict.fromkeys(missing))
+    """The columns an attempt row of this status must hold and `values` does not (an OK row: samples too)."""
+    return ATTEMPTS.lacks(status, values)
 
 
 def as_row(record) -> dict:
     """The record as a column -> value dict (what the store writes)."""
     return dataclasses.asdict(record)
+
+
+# ---- the model-step row: one per decoder step x backend of `attnbench model` (table model_rows) ----
+STEP = "step"  # measured inside the worker (model/step.py)
+NOT_OK = ALL - ONLY_OK
+_M = "NOT NULL"
+MODEL_STEP_COLUMNS: tuple[Column, ...] = (
+    _c("row_key", str, "hash of tag, device model, config, layers, dtype, step, shape, launch, backend, seed", PLAN,
+       required_by=ALL, constraint="NOT NULL UNIQUE"),
+    _c("run_id", str, "the invocation (see runs: its provenance)", RUN, required_by=ALL, constraint=_M),
+    _c("tag", str, "sweep label", RUN),
+    _c("backend", str, "backend whose attend() every layer called", PLAN, required_by=ALL, constraint=_M),
+    _c("family", str, "backend library family", PLAN),
+    _c("role", str, "contestant or accuracy_reference", PLAN),
+    _c("config", str, "model config name (attnbench.model.configs)", PLAN, required_by=ALL, constraint=_M),
+    _c("layers", int, "decoder layers built", PLAN),
+    _c("hidden", int, "model width", PLAN),
+    _c("q_heads", int, "query heads", PLAN),
+    _c("kv_heads", int, "key/value heads", PLAN),
+    _c("head_dim", int, "D", PLAN),
+    _c("intermediate", int, "SwiGLU width", PLAN),
+    _c("sliding_window", int, "attention window (NULL: none)", PLAN),
+    _c("dtype", str, "fp32 | bf16 | fp16", PLAN),
+    _c("step", str, "train (fwd + bwd + AdamW) | prefill | decode (one token, cache append included)", PLAN,
+       required_by=ALL, constraint=_M),
+    _c("launch", str, "eager, or graph (decode under a CUDA graph)", PLAN),
+    _c("batch", int, "sequences per step", PLAN),
+    _c("seqlen", int, "tokens per sequence (decode: cache length read, the new token included)", PLAN),
+    _c("tokens", int, "tokens per step (decode: batch)", PLAN),
+    _c("attention_calls", int, "attend() calls per step (= layers)", PLAN),
+    _c("workload_key", str, "key of the attention Workload each call is (for the kernel-level lookup)", PLAN),
+    _c("status", str, " ".join(s.value for s in Status), STEP, required_by=ALL, constraint=_M),
+    _c("reason", str, "why, for every status but OK", STEP, required_by=NOT_OK),
+    _c("samples_us", list, "JSON raw per-step times (µs)", STEP, ONLY_OK, ONLY_OK),
+    _c("median_us", float, "median step time", DERIVED, ONLY_OK),
+    _c("p95_us", float, "95th percentile step time", DERIVED, ONLY_OK),
+    _c("calls_per_sample", int, "steps per timed block", STEP, ONLY_OK),
+    _c("timer", str, "cuda_event | cuda_graph | host_clock", STEP, ONLY_OK),
+    _c("late_samples", int, "cuda_graph samples dropped because the device reached them before the host had "
+                            "queued them (measure/timing.py: GraphSampler); NULL in rows written before the column",
+       STEP, ONLY_OK),
+    _c("converged", bool, "1 when the median's 95% half-width reached the target", STEP, ONLY_OK),
+    _c("stationary", bool, "1 when warm-up settled and the samples show no trend", STEP, ONLY_OK),
+    _c("tokens_per_s", float, "tokens / median step time", STEP, ONLY_OK),
+    _c("cold_start_us", float, "first step, compilation and autotuning included", STEP),
+    _c("peak_mem_bytes", int, "peak device memory of one step above what was allocated before it (CUDA)", STEP),
+    _c("err_ratio", float, "probe error over the same-dtype reference model's, against float64", STEP),
+    _c("max_abs_err", float, "largest probe error against float64", STEP),
+    _c("check_detail", dict, "JSON per probe tensor: max_abs, ratio, ref_max_abs", STEP),
+    _c("families", list, "JSON kernel families the profiled step ran", STEP),
+    _c("attn_families", list, "JSON families counted as attention's (declared, not run by the no-op step)", STEP),
+    _c("attn_kernel_us", float, "device time of those families per step (CUDA)", STEP, ONLY_OK),
+    _c("step_kernel_us", float, "device time of every kernel per step (CUDA)", STEP, ONLY_OK),
+    _c("share_profiler", float, "f by the profiler (model/share.py)", STEP, ONLY_OK),
+    _c("share_note", str, "why share_profiler is NULL", STEP),
+    _c("noop_us", float, "median of the same step with attention replaced by a no-op", STEP, ONLY_OK),
+    _c("share_diff", float, "f by difference: (median_us - noop_us) / median_us, unclamped", STEP, ONLY_OK),
+    # the Amdahl comparison (model/amdahl.py), made when the row is written: against the baseline's row
+    # of the same step (this run's or a stored one) and the kernel-level store's medians
+    _c("baseline", str, "the backend speedups are against", DERIVED, ONLY_OK),
+    _c("measured_speedup", float, "baseline's median_us / this row's", DERIVED, ONLY_OK),
+    _c("kernel_us", float, "isolated median µs per attention call of this backend (kernel store)", DERIVED, ONLY_OK),
+    _c("kernel_baseline_us", float, "the same of the baseline", DERIVED, ONLY_OK),
+    _c("kernel_speedup", float, "s = kernel_baseline_us / kernel_us", DERIVED, ONLY_OK),
+    _c("f_used", float, "the baseline's share the prediction uses, clamped to [0, 1]", DERIVED, ONLY_OK),
+    _c("f_source", str, "profiler or difference", DERIVED, ONLY_OK),
+    _c("predicted_speedup", float, "1 / ((1 - f) + f / s)", DERIVED, ONLY_OK),
+    _c("gap", float, "measured_speedup / predicted_speedup - 1", DERIVED, ONLY_OK),
+    _c("explain", dict, "JSON evidence on the gap (model/amdahl.py) and a one-line why", DERIVED, ONLY_OK),
+    _c("device_name", str, "device model", EXECUTOR, required_by=ALL, constraint=_M),
+    _c("device_index", int, "CUDA device index", EXECUTOR),
+    _c("torch_version", str, "torch version", RUN),
+    _c("cuda_runtime", str, "CUDA runtime torch was built with", RUN),
+    _c("cudnn_version", int, "cuDNN version loaded", RUN),
+    _c("driver_version", str, "NVIDIA driver", RUN),
+    _c("attnbench_sha", str, "git revision of attnbench (+dirty)", RUN),
+    _c("wall_s", float, "wall seconds of the row's whole measurement, as the executor saw it", EXECUTOR),
+    _c("created_at", str, "UTC time the row was written", EXECUTOR, required_by=ALL, constraint=_M),
+)
+
+
+class ModelStepError(RecordError):
+    """A value no model_rows column declares, or a model row that lacks what its status requires."""
+
+
+MODEL_STEPS = Table("model_rows", "row_key", MODEL_STEP_COLUMNS, ModelStepError, "no model_rows column for {}",
+                    "model row")
+TABLES = {t.name: t for t in (ATTEMPTS, MODEL_STEPS)}

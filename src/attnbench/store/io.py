@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..record import SQL_TYPES
 from . import model_rows
 from .db import Store, StoreError
 from .schema import ATTEMPT_COLUMNS, BACKFILL, JSON_COLUMNS, RUN_COLUMNS
@@ -37,8 +36,8 @@ TABLES = {
                                 ("attempt_key", "run_id", "backend", "status")),
     "runs": Table.from_spec("runs", RUN_COLUMNS, ("provenance",), ("run_id",)),
     # `attnbench model` rows (store/model_rows.py): validated on import by model_rows.finish
-    "model_rows": Table(model_rows.TABLE, {n: SQL_TYPES[t] for n, t, _, _ in model_rows.COLUMNS},
-                        tuple(n for n in model_rows.NAMES if n in model_rows.JSON_NAMES), model_rows._REQUIRED),
+    "model_rows": Table(model_rows.TABLE, {c.name: c.sql for c in model_rows.COLUMNS},
+                        tuple(n for n in model_rows.NAMES if n in model_rows.JSON_NAMES), model_rows.REQUIRED),
 }
 
 

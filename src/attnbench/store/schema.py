@@ -1,7 +1,8 @@
-"""The store's schema: one table of attempts (one row each), one of runs, versioned."""
+"""The store's schema: one table of attempts (one row each), one of runs, versioned; the model_rows
+table (store/model_rows.py) is made by the first model run and described here too."""
 from __future__ import annotations
 
-from ..record import COLUMNS, JSON_NAMES, NAMES, Status
+from ..record import COLUMNS, JSON_NAMES, MODEL_STEPS, NAMES, Status
 from ..workloads.axes import AXES
 
 # 1: the first schema. 2: dispatch_main_family, dispatch_attention_family, device_uuid.
@@ -90,5 +91,11 @@ def markdown() -> str:
     lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} | {_statuses(c)} |" for c in COLUMNS]
     lines += ["", "## runs", "", "| column | type | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{c}` | {t.split()[0]} | {d} |" for c, t, d in RUN_COLUMNS]
+    lines += ["", f"## {MODEL_STEPS.name}", "",
+              "One row per decoder step × backend of `attnbench model` (a model step, the second job type; "
+              "`from`: `step` is measured inside the worker, model/step.py); `attnbench export --table "
+              f"{MODEL_STEPS.name}` writes these columns.", "",
+              "| column | type | meaning | from | statuses |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} | {_statuses(c)} |" for c in MODEL_STEPS.columns]
     return "\n".join(lines) + "\n"
 
