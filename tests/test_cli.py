@@ -569,8 +569,8 @@ def test_import_of_a_runs_export_as_attempts_says_which_table_it_is(cli, tmp_pat
 def test_a_run_stopped_before_its_first_row_leaves_no_store(cli, tmp_path, monkeypatch, stop, rc, left):
     """Interrupted or refused while its workers start: the store this command created holds no run
     and no attempt, so it is removed (a resumed run starts from nothing either way)."""
-    from attnbench.runner.local import LocalExecutor
-    from attnbench.runner.ray_exec import ClusterError
+    from attnbench.runner.executors.local import LocalExecutor
+    from attnbench.runner.executors.ray import ClusterError
 
     def start(self, device, backends):
         with open(self.cfg.log_path, "a") as f:
@@ -584,7 +584,7 @@ def test_a_run_stopped_before_its_first_row_leaves_no_store(cli, tmp_path, monke
 
 
 def test_a_run_stopped_while_starting_leaves_an_existing_store_as_it_was(cli, tmp_path, monkeypatch):
-    from attnbench.runner.local import LocalExecutor
+    from attnbench.runner.executors.local import LocalExecutor
 
     db = tmp_path / "s.sqlite"
     Store(db).close()  # a store without rows, made before this command
@@ -600,7 +600,7 @@ def test_a_sweeps_compiler_cache_is_kept_beside_its_store_until_the_sweep_has_fi
     import itertools
     from pathlib import Path
 
-    from attnbench.runner.local import LocalExecutor
+    from attnbench.runner.executors.local import LocalExecutor
 
     (tmp_path / "tiny.yaml").write_text(TINY_GRID)
     db, cache = tmp_path / "s.sqlite", tmp_path / "s.sqlite.compile-cache"

@@ -8,7 +8,7 @@ import pytest
 from attnbench.backends.base import DeviceInfo
 from attnbench.backends.registry import load_plugin_file
 from attnbench.runner.conduct import Observer, RunRequest, conduct, pending, plan_only
-from attnbench.runner.executor import BaseExecutor, Outcome, Placement, Started
+from attnbench.runner.executors.base import Executor, Outcome, Placement, Started
 from attnbench.store.db import Store
 from attnbench.workloads import Workload
 from conftest import FAKES, rows_of
@@ -23,7 +23,7 @@ OK = {"status": "OK", "reason": None, "samples_us": [2.0, 1.0, 3.0], "calls_per_
       "cosine": 1.0, "err_ratio": 1.0, "ref_err": 0.0, "check_detail": {}, "dispatch_status": "probed"}
 
 
-class FakeExecutor(BaseExecutor):
+class FakeExecutor(Executor):
     """Answers every attempt from a script; records what it was given."""
 
     def __init__(self, answer=lambda a: dict(OK), fail_after: int | None = None):

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from attnbench.runner.executor import Outcome, Placement
-from attnbench.runner.groups import DeviceLost, Group, Runs, drive, group_queues
+from attnbench.runner.executors.base import Outcome, Placement
+from attnbench.runner.executors.groups import DeviceLost, Group, Runs, drive, group_queues
 from attnbench.runner.planner import Attempt
 from attnbench.workloads import Workload
 

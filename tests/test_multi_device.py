@@ -17,9 +17,10 @@ from attnbench.measure.timing import TimingConfig
 from attnbench.runner import planner
 from attnbench.runner.conduct import Observer, RunRequest, conduct
 from attnbench.runner.eta import DEFAULT_ATTEMPT_S, estimate, typical_sampled, typical_wall
-from attnbench.runner.executor import Placement, Started
-from attnbench.runner.local import LocalConfig, LocalExecutor
-from attnbench.runner.multi import DeviceSpec, MultiExecutor, core_sets, format_cores, parse_devices
+from attnbench.runner.executors.base import Placement, Started
+from attnbench.runner.executors.local import LocalConfig, LocalExecutor
+from attnbench.runner.executors.devices import DeviceSpec, parse_devices
+from attnbench.runner.executors.multi import MultiExecutor, core_sets, format_cores
 from attnbench.backends.base import DeviceInfo
 from attnbench.store.db import Store
 from attnbench.workloads import Workload

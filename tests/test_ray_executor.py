@@ -20,8 +20,8 @@ import pytest
 from attnbench.backends.registry import load_plugin_file
 from attnbench.measure.timing import TimingConfig
 from attnbench.runner.conduct import RunRequest, conduct
-from attnbench.runner.local import LocalConfig, LocalExecutor
-from attnbench.runner.multi import DeviceSpec
+from attnbench.runner.executors.local import LocalConfig, LocalExecutor
+from attnbench.runner.executors.devices import DeviceSpec
 from attnbench.store.db import Store
 from attnbench.workloads.grids import load_yaml_grid
 from conftest import FAKES, HERE, TINY_GRID, rows_of
@@ -42,7 +42,7 @@ def cluster(tmp_path_factory):
     """A local Ray instance for this module (two fake CPU devices); the path of the flag file that
     makes fake-kills-host kill its actor. Shut down after the module: nothing outlives the tests."""
     ray = pytest.importorskip("ray")
-    from attnbench.runner.ray_exec import CPU_RESOURCE
+    from attnbench.runner.executors.ray import CPU_RESOURCE
 
     flag = tmp_path_factory.mktemp("ray") / "kill-host"
     saved = dict(os.environ)
@@ -81,7 +81,7 @@ def request(grid, names, repeats=1, device="cpu:0,cpu:1") -> RunRequest:
 
 @pytest.mark.slow
 def test_two_actors_run_a_grid_with_the_local_executors_statuses(cluster, tmp_path, tiny):
-    from attnbench.runner.ray_exec import RayExecutor
+    from attnbench.runner.executors.ray import RayExecutor
 
     names = ("fake-good", "fake-crash", "fake-wrong", "fake-refuses", "fake-mutates")
     local_db, ray_db = tmp_path / "local.sqlite", tmp_path / "ray.sqlite"
@@ -115,7 +115,7 @@ def test_two_actors_run_a_grid_with_the_local_executors_statuses(cluster, tmp_pa
 def test_an_actor_killed_mid_attempt_has_its_attempts_run_again(cluster, tmp_path, tiny, restarts):
     """fake-kills-host SIGKILLs its actor on its first call: that attempt (and the rest of its group)
     has no row yet; it runs again on the other actor (no restarts left) or on a replacement."""
-    from attnbench.runner.ray_exec import RayExecutor
+    from attnbench.runner.executors.ray import RayExecutor
 
     cluster.write_text("")
     ex = RayExecutor(config(tmp_path), CPU2, max_restarts=restarts)

@@ -16,7 +16,7 @@ import pytest
 from attnbench.backends.base import Backend, DeviceInfo
 from attnbench.backends.registry import load_plugin_file
 from attnbench.measure import correctness
-from attnbench.runner import attempt, gates
+from attnbench.runner import attempt, checks, gates
 from attnbench.runner.planner import plan
 from attnbench.workloads import Workload
 from attnbench.workloads.grids import load_yaml_grid
@@ -463,7 +463,7 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
     overlaps; nothing is timed while they start."""
     from attnbench.backends.registry import select
     from attnbench.runner import local as local_mod
-    from attnbench.runner.local import LocalConfig, LocalExecutor
+    from attnbench.runner.executors.local import LocalConfig, LocalExecutor
     from attnbench.workloads.grids import get_grid
 
     events = []
@@ -492,7 +492,7 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
 
 def test_isolation_slots():
     from attnbench.backends.registry import select
-    from attnbench.runner.local import LocalConfig, LocalExecutor
+    from attnbench.runner.executors.local import LocalConfig, LocalExecutor
     from attnbench.workloads.grids import get_grid
 
     w = get_grid("smoke")[2]
@@ -532,7 +532,7 @@ class _RecordingWorker:
 
 
 def test_release_asks_only_the_workers_that_served_the_workload_and_all_at_once():
-    from attnbench.runner.local import LocalConfig, LocalExecutor
+    from attnbench.runner.executors.local import LocalConfig, LocalExecutor
 
     events = []
     sw = LocalExecutor(LocalConfig())
@@ -549,7 +549,7 @@ def test_release_asks_only_the_workers_that_served_the_workload_and_all_at_once(
 
 
 def test_close_stops_every_worker_before_waiting_for_any():
-    from attnbench.runner.local import LocalConfig, LocalExecutor
+    from attnbench.runner.executors.local import LocalConfig, LocalExecutor
 
     events = []
     sw = LocalExecutor(LocalConfig())
@@ -562,7 +562,7 @@ def test_close_stops_every_worker_before_waiting_for_any():
 
 def test_an_interrupted_prestart_leaves_no_started_worker(monkeypatch):
     from attnbench.runner import local as local_mod
-    from attnbench.runner.local import LocalConfig, LocalExecutor
+    from attnbench.runner.executors.local import LocalConfig, LocalExecutor
 
     events = []
 
@@ -592,7 +592,7 @@ def test_an_interrupted_prestart_leaves_no_started_worker(monkeypatch):
 def test_first_repeat_workers_start_together_and_are_ready_before_the_provenance(monkeypatch):
     from attnbench.backends.registry import select
     from attnbench.runner import local as local_mod
-    from attnbench.runner.local import LocalConfig, LocalExecutor
+    from attnbench.runner.executors.local import LocalConfig, LocalExecutor
 
     events = []
 
@@ -668,7 +668,7 @@ def test_a_resumed_sweep_keeps_the_workers_started_for_the_provenance(monkeypatc
     from attnbench.backends.registry import select
     from attnbench.runner import local as local_mod
     from attnbench.runner.conduct import RunRequest, conduct
-    from attnbench.runner.local import LocalConfig, LocalExecutor
+    from attnbench.runner.executors.local import LocalConfig, LocalExecutor
     from attnbench.store.db import Store
     from attnbench.workloads.grids import get_grid
 
@@ -889,6 +889,6 @@ def test_the_confirmation_at_one_moment_decides_a_cache_not_the_checks_calls_alo
     # the checks' calls on new values were all slow (a host that stalled through each of them looks
     # like a cache): the verdict waits for new and same values timed back to back, here alike
     assert run_one("fake-cached-by-version", PREFILL)["status"] == "IMPLAUSIBLE"
-    monkeypatch.setattr(attempt, "_fresh_and_same", lambda *a, **k: ([41.0, 40.0, 42.0], [40.0, 39.0, 41.0]))
+    monkeypatch.setattr(checks, "fresh_and_same", lambda *a, **k: ([41.0, 40.0, 42.0], [40.0, 39.0, 41.0]))
     res = run_one("fake-cached-by-version", PREFILL)
     assert res["status"] == "OK", res["reason"]

@@ -10,7 +10,7 @@ from ..backends.base import Backend
 from ..store.db import Store
 from ..workloads import Workload
 from .eta import Remaining, typical_wall
-from .executor import Executor, Outcome
+from .executors.base import Executor, Outcome
 from .planner import Attempt
 from .sink import RowSink, new_run_id, toolkit_columns
 

@@ -11,7 +11,7 @@ from .. import record
 from ..store.db import Store, utcnow
 from ..workloads.cost import flops, io_bytes
 from . import gates
-from .executor import Outcome
+from .executors.base import Outcome
 from .planner import Attempt
 
 _MEASURED = record.names_from(record.ATTEMPT)

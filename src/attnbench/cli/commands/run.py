@@ -2,16 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import math
-import os
+import logging
 import shlex
-import shutil
-import sqlite3
-from pathlib import Path
 
 from rich.markup import escape
 
-from ...runner.compile_cache import sweep_cache_of
+from ...runner.executors import REGISTRY as EXECUTORS
 from ...workloads.axes import NAMES as AXIS_NAMES
 from ...workloads.grids import GRIDS
 from .. import console
@@ -42,7 +38,7 @@ def add_arguments(r) -> None:
     r.add_argument("--replicate", action="store_true",
                    help="with --devices: every device runs the whole plan, its attempts keyed by the device's UUID "
                         "(their comparison is the method's noise floor)")
-    r.add_argument("--executor", choices=("local", "ray"), default="local",
+    r.add_argument("--executor", choices=tuple(EXECUTORS), default="local",
                    help="where attempts run: local (default: worker processes on this host, --device or --devices) "
                         "or ray (one Ray actor per GPU of a Ray cluster, each with its own warm workers; the plan is "
                         "sharded per GPU model, or run whole on every GPU with --replicate; rows are written here, "
@@ -101,61 +97,75 @@ def add_arguments(r) -> None:
                         "(their rows are replaced)")
 
 
-def _check_ray(args):
-    """--executor ray: Ray importable, and --devices as fake CPU devices (a list of DeviceSpec) or None
-    (every GPU of the cluster)."""
-    from ...runner.multi import parse_devices
+def run(args) -> int:
+    from ...backends.registry import select
+    from ...runner.conduct import RunRequest, conduct
+    from ...runner.options import make_executor, run_options
+    from ...runner.session import RunSession
+    from ..progress import SweepProgress, summary
 
+    options = run_options(
+        executor=args.executor, device=args.device, devices=args.devices, replicate=args.replicate,
+        address=args.address, repeats=args.repeats, timeout_s=args.timeout, tol=args.tol, max_time_s=args.max_time,
+        min_time_s=args.min_time, db=args.db, tag=args.tag, seed=args.seed, inputs=args.inputs, plugins=args.plugin,
+        strict_isolation=args.strict_isolation, dry_run=args.dry_run, log_level=_worker_log_level(args.verbose),
+        compile_cache=args.compile_cache)
+    if args.grid is None and args.config is None:
+        args.grid = "smoke" if options.device == "cpu" else "quick"
+    grid_name, workloads = select_workloads(args)
+    backends = select(args.backends, args.plugin)
+    req = RunRequest(options.label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
+                     shlex.join(["attnbench"] + list(args.argv)), args.retry_failed, args.began)
+    executor = make_executor(options)
+    if args.dry_run:
+        return _dry_run(executor, req, options)
+    session = RunSession(options.db, options.db.with_name(options.db.name + ".log"), options.cache)
     try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise UsageError("--executor ray needs Ray, which is not installed: pip install 'attnbench[ray]'") from None
-    if args.device is not None:
-        raise UsageError("--device and --executor ray exclude each other (use --devices all, or cpu:0,cpu:1)")
-    from ...runner.ray_exec import cluster_target
-
-    try:
-        cluster_target(args.address)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if args.devices is None or args.devices.strip() == "all":
-        return None
-    if not all(x.strip().startswith("cpu:") for x in args.devices.split(",")):
-        raise UsageError("with --executor ray, --devices is all (every GPU of the cluster) or cpu:0,cpu:1 "
-                         "(fake CPU devices)")
-    try:
-        return parse_devices(args.devices, lambda: 0)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def _check_devices(args):
-    """--devices (and --replicate) as a list of runner.multi.DeviceSpec, or None for one device."""
-    from ...runner.multi import parse_devices
-
-    if args.address is not None and args.executor != "ray":
-        raise UsageError("--address needs --executor ray")
-    if args.executor == "ray":
-        return _check_ray(args)
-    if args.devices is None:
-        if args.replicate:
-            raise UsageError("--replicate needs --devices")
-        return None
-    if args.device is not None:
-        raise UsageError("--device and --devices exclude each other")
-
-    def cuda_count() -> int:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-    try:
-        return parse_devices(args.devices, cuda_count)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+        try:
+            with SweepProgress(console.err) as prog:
+                report = _ray_errors(conduct, executor, session.store, req, prog)
+        except BaseException as e:
+            kept = session.failed(bad_input=isinstance(e, UsageError))
+            if kept is not None:
+                console.err.print(f"compiled code kept for the resume: {escape(str(options.cache.sweep))} "
+                                  f"({kept / 2**20:.0f} MiB; removed when the sweep finishes, or delete it)",
+                                  soft_wrap=True)
+            raise
+        session.finished(report.held)
+        summary(console.err, session.store, report.counts, report.resumed, options.db, report.overhead_s,
+                report.startup_s)
+        if report.held:
+            console.err.print(f"[bold yellow]{report.held} attempts have no row[/]: another run claims them (still "
+                              "running, or on another host); run again once it has ended")
+        return 0
+    finally:
+        session.close()
 
 
-def _print_eta(attempts, db: Path, n_devices: int, min_time_s: float = 0.0) -> None:
+def _dry_run(executor, req, options) -> int:
+    """The plan's counts, where each device is, and an ETA; writes nothing."""
+    from collections import Counter
+
+    from ...runner.conduct import plan_only
+
+    with console.err.status(f"starting workers on {options.label} to read the device..."):
+        try:
+            attempts = _ray_errors(plan_only, executor, req)
+        finally:
+            executor.close()
+    c = Counter(a.planned.value if a.planned else "TO_RUN" for a in attempts)
+    placements, labels = executor.placements, executor.labels
+    copies = f" × {len(placements)} devices" if placements and options.replicate else ""
+    console.out.print(f"{len(req.workloads)} workloads × {len(req.backends)} backends × {options.repeats} repeats"
+                      f"{copies} = {len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    for lab, p in zip(labels, placements):
+        console.out.print(f"  {lab}: {p.device_name}, uuid {p.device_uuid or '-'}, "
+                          f"host cores {p.host_cores or 'not pinned'}")
+    _print_eta(attempts, options.db, len(placements) or 1, options.timing().min_time_s)
+    return 0
+
+
+def _print_eta(attempts, db, n_devices: int, min_time_s: float = 0.0) -> None:
     """run --dry-run: what is already stored, and how long the rest takes by earlier rows."""
     from ...runner.eta import DEFAULT_ATTEMPT_S, duration, estimate, typical_sampled, typical_wall
     from ...store.db import Store
@@ -169,147 +179,20 @@ def _print_eta(attempts, db: Path, n_devices: int, min_time_s: float = 0.0) -> N
             prior.close()
     todo = [a for a in attempts if a.key not in done]
     est = estimate(todo, typical_wall(rows), n_devices, min_time_s=min_time_s, sampled=typical_sampled(rows))
-    console.out.print(f"already stored: {len(attempts) - len(todo)}; ETA {duration(est.seconds)} on {n_devices} device(s) "
-              f"({est.from_store} attempts at the median wall_s of earlier OK rows of their backend and mode, "
-              f"{est.by_default} at {DEFAULT_ATTEMPT_S:g} s; worker start-up not included)")
+    console.out.print(f"already stored: {len(attempts) - len(todo)}; ETA {duration(est.seconds)} on {n_devices} "
+                      f"device(s) ({est.from_store} attempts at the median wall_s of earlier OK rows of their backend "
+                      f"and mode, {est.by_default} at {DEFAULT_ATTEMPT_S:g} s; worker start-up not included)")
 
 
 def _worker_log_level(verbose: int) -> int:
-    import logging
-
     return (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
 
 
 def _ray_errors(fn, *args):
-    """fn(*args), a Ray cluster that cannot serve the run (runner.ray_exec.ClusterError) as a usage error."""
-    from ...runner.ray_exec import ClusterError  # imports no Ray itself
+    """fn(*args), a Ray cluster that cannot serve the run (executors/ray.py ClusterError) as a usage error."""
+    from ...runner.executors.ray import ClusterError  # imports no Ray itself
 
     try:
         return fn(*args)
     except ClusterError as e:
         raise UsageError(str(e)) from None
-
-
-def run(args) -> int:
-    from ...backends.registry import select
-    from ...measure.timing import TimingConfig
-    from ...runner.conduct import RunRequest, conduct, plan_only
-    from ...runner.local import LocalConfig, LocalExecutor
-    from ...store.db import Store
-    from ...runner.options import check_device, default_device
-    from ..progress import SweepProgress, summary
-
-    devices = _check_devices(args)
-    ray = args.executor == "ray"
-    if ray:
-        device = "cpu" if devices else "cuda"  # the cluster's GPUs (the driver need not have one)
-    else:
-        device = devices[0].torch_device if devices else check_device(args.device or default_device())
-    if args.grid is None and args.config is None:
-        args.grid = "smoke" if device == "cpu" else "quick"
-    grid_name, workloads = select_workloads(args)
-    backends = select(args.backends, args.plugin)
-    if args.repeats < 1:
-        raise UsageError("--repeats must be at least 1")
-    for name, value in (("--timeout", args.timeout), ("--tol", args.tol), ("--max-time", args.max_time),
-                        ("--min-time", args.min_time)):
-        if value is not None and not (math.isfinite(value) and value > 0):  # inf --tol would switch the check off
-            raise UsageError(f"{name} must be positive and finite, got {value:g}")
-    if not args.db.strip():
-        raise UsageError("--db is empty")
-    if not args.tag.strip():
-        raise UsageError("--tag is empty")
-    if args.compile_cache is not None:
-        cache = Path(args.compile_cache)
-        if (cache.exists() and not cache.is_dir()) or not cache.parent.exists():
-            raise UsageError(f"--compile-cache {cache} is not a directory that exists or can be made")
-    db = Path(args.db)
-    if not db.parent.exists():
-        raise UsageError(f"directory of --db does not exist: {db.parent}")
-    # the sweep's compiler cache beside its store (not on a cluster's other nodes): kept when the run is
-    # interrupted, so the resumed run loads what this one compiled, as one uninterrupted run would
-    sweep_cache = None if ray or args.compile_cache or args.dry_run else sweep_cache_of(db)
-    if sweep_cache and sweep_cache.exists() and not sweep_cache.is_dir():
-        raise UsageError(f"{sweep_cache} is where this store's compiler cache is kept, and it is not a directory")
-    cfg = LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin], timeout_s=args.timeout,
-                      seed=args.seed, tol=args.tol, inputs=args.inputs, timing=TimingConfig.for_device(device, args.max_time, args.min_time),
-                      log_path=os.devnull if args.dry_run else str(db.with_name(db.name + ".log")),
-                      strict_isolation=args.strict_isolation, log_level=_worker_log_level(args.verbose),
-                      compile_cache=str(Path(args.compile_cache).resolve()) if args.compile_cache else None,
-                      run_cache=str(sweep_cache.resolve()) if sweep_cache else None,
-                      run_cache_resumed=bool(sweep_cache and sweep_cache.is_dir() and any(sweep_cache.iterdir())))
-    label = ",".join(d.label for d in devices) if devices else ("ray:all GPUs" if ray else device)
-    req = RunRequest(label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
-                     shlex.join(["attnbench"] + list(args.argv)), args.retry_failed, args.began)
-    if ray:
-        from ...runner.ray_exec import RayExecutor
-
-        executor = RayExecutor(cfg, devices, args.replicate, args.address)
-    elif devices:
-        from ...runner.multi import MultiExecutor
-
-        executor = MultiExecutor(cfg, devices, args.replicate)
-    else:
-        executor = LocalExecutor(cfg)
-    if args.dry_run:
-        from collections import Counter
-
-        with console.err.status(f"starting workers on {label} to read the device..."):
-            try:
-                attempts = _ray_errors(plan_only, executor, req)
-            finally:
-                executor.close()
-        c = Counter(a.planned.value if a.planned else "TO_RUN" for a in attempts)
-        placements, labels = executor.placements, executor.labels
-        copies = f" × {len(placements)} devices" if placements and args.replicate else ""
-        console.out.print(f"{len(workloads)} workloads × {len(backends)} backends × {args.repeats} repeats{copies} = "
-                  f"{len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-        for lab, p in zip(labels, placements):
-            console.out.print(f"  {lab}: {p.device_name}, uuid {p.device_uuid or '-'}, "
-                      f"host cores {p.host_cores or 'not pinned'}")
-        _print_eta(attempts, db, len(placements) or 1, cfg.timing.min_time_s)
-        return 0
-    log = Path(cfg.log_path)
-    new_db, new_log = not db.exists(), not log.exists()
-    store = Store(db)  # opened first: a path that is no store is refused before any worker starts
-    try:
-        try:
-            with SweepProgress(console.err) as prog:
-                report = _ray_errors(conduct, executor, store, req, prog)
-        except BaseException as e:
-            dropped = new_db and _drop_unused(store, db, log if new_log else None, bad_input=isinstance(e, UsageError))
-            if sweep_cache and dropped:  # nothing to resume
-                shutil.rmtree(sweep_cache, ignore_errors=True)
-            elif sweep_cache and sweep_cache.is_dir():
-                size = sum(f.stat().st_size for f in sweep_cache.rglob("*") if f.is_file())
-                console.err.print(f"compiled code kept for the resume: {escape(str(sweep_cache))} ({size / 2**20:.0f} MiB; "
-                          "removed when the sweep finishes, or delete it)", soft_wrap=True)
-            raise
-        if sweep_cache and not report.held:  # the sweep has finished (a run still holding attempts uses it)
-            shutil.rmtree(sweep_cache, ignore_errors=True)
-        summary(console.err, store, report.counts, report.resumed, db, report.overhead_s, report.startup_s)
-        if report.held:
-            console.err.print(f"[bold yellow]{report.held} attempts have no row[/]: another run claims them (still running, "
-                      "or on another host); run again once it has ended")
-        return 0
-    finally:
-        store.close()
-
-
-def _drop_unused(store, db: Path, log: Path | None, bad_input: bool) -> bool:
-    """A run that failed before its run row (the cluster or a device refused it, interrupted while
-    starting) leaves nothing behind: the store this command created is removed when it holds no run
-    and no attempt; so is the log it created (`log`, None when it was there before), when the failure
-    was bad input or the log is empty (a log that says why workers failed stays). True when the store
-    was removed."""
-    try:
-        if store.count() or store.runs():
-            return False
-    except sqlite3.Error:
-        return False
-    store.close()
-    for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}-journal")):
-        p.unlink(missing_ok=True)
-    if log is not None and log.exists() and (bad_input or log.stat().st_size == 0):
-        log.unlink()
-    return True

@@ -1,6 +1,6 @@
 """Whole (repeat, workload) groups pulled by device lanes: the queues they pull from, and the loop
 that runs them, every claim and outcome handled on the calling thread (one store, one writer).
-Shared by the multi-device executor (runner/multi.py) and the Ray executor (runner/ray_exec.py)."""
+Shared by the executors of several devices (executors/pooled.py: multi.py, ray.py)."""
 from __future__ import annotations
 
 import logging
@@ -11,8 +11,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable, Protocol
 
-from .executor import Claim, Outcome, Sink
-from .planner import Attempt
+from ..planner import Attempt
+from .base import Claim, Outcome, Sink
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ class Lane(Protocol):
 
     label: str
     queue: Hashable  # the queue it pulls from
+    ledger: dict  # its device's overhead seconds by cause, as last read (executors/pooled.py sums them)
 
     def enter_repeat(self, repeat: int, slots: set) -> None: ...
 

@@ -10,15 +10,15 @@ import logging
 import os
 import socket
 from dataclasses import replace
-from typing import Callable, Iterable
+from typing import Callable
 
-from ..backends.base import DeviceInfo
-from . import planner
-from .executor import Claim, Outcome, Placement, Sink, Started, take_all
-from .groups import DeviceLost, drive, group_queues
-from .local import LocalConfig, LocalExecutor, worker_slot
-from .multi import DeviceSpec
-from .planner import Attempt
+from ...backends.base import DeviceInfo
+from ..planner import Attempt
+from .base import Outcome, Placement, Registration, Started, Target
+from .devices import DeviceSpec, parse_devices
+from .groups import DeviceLost
+from .local import LocalConfig, LocalExecutor
+from .pooled import PooledExecutor
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class DeviceActor:
     never travel by pickle."""
 
     def __init__(self, cfg: LocalConfig, torch_device: str, make: Callable[..., LocalExecutor] | None = None):
-        from ..backends.registry import all_backends
+        from ...backends.registry import all_backends
 
         if cfg.log_path and not os.path.isdir(os.path.dirname(os.path.abspath(cfg.log_path))):
             cfg = replace(cfg, log_path=None)  # another node: the driver's directory is not here
@@ -87,13 +87,13 @@ class DeviceActor:
         self.ex.enter_repeat(repeat, set(slots))
 
     def run_attempt(self, key: str, workload: dict, backend: str, repeat: int) -> tuple[dict, float]:
-        from ..workloads import Workload
+        from ...workloads import Workload
 
         o = self.ex.run_attempt(Attempt(key, Workload.from_dict(workload), self.backends[backend], repeat))
         return o.measured, o.wall_s
 
     def stop_workers(self) -> None:
-        self.ex._stop_workers()
+        self.ex.stop_workers()
 
     def overhead(self) -> dict:
         return dict(self.ex.overhead_s)
@@ -108,7 +108,7 @@ def _lost(e: BaseException) -> DeviceLost:
 
 
 class _ActorLane:
-    """One actor as runner/groups.py's loop sees it; replaced (up to max_restarts times) when lost."""
+    """One actor as executors/groups.py's loop sees it; replaced (up to max_restarts times) when lost."""
 
     def __init__(self, owner: "RayExecutor", i: int, spec: DeviceSpec | None):
         self.owner, self.i, self.spec = owner, i, spec
@@ -147,7 +147,7 @@ class _ActorLane:
     def identity(self, info: dict) -> str:
         """What a replacement must share with the actor it replaces: the model (sharding), the device."""
         p = self.placement(info)
-        return self.owner.device_id(p, self.i) if self.owner.replicate else p.device_name
+        return self.owner.identity_of(p, self.i) if self.owner.replicate else p.device_name
 
     def recover(self) -> bool:
         """A new actor in place of the lost one, if restarts are left and it has the same identity
@@ -177,7 +177,7 @@ class _ActorLane:
         return True
 
 
-class RayExecutor:
+class RayExecutor(PooledExecutor):
     """devices: fake CPU devices (cpu:0,cpu:1: one actor each, holding one unit of the custom
     resource attnbench_cpu_device), or None: one actor per GPU of the cluster. Default: the plan is
     sharded per GPU model (attempt keys as on one device of that model: the model is part of every
@@ -187,18 +187,13 @@ class RayExecutor:
                  address: str | None = None, max_restarts: int = 2, make: Callable[..., LocalExecutor] | None = None):
         """make(cfg, torch_device, cores): each actor's LocalExecutor (a test passes one whose workers
         are simulated; it must be importable in the actor's process)."""
-        self.cfg, self.devices, self.replicate, self.address = cfg, devices, replicate, address
+        super().__init__(replicate, cfg.strict_isolation)
+        self.cfg, self.devices, self.address = cfg, devices, address
         self.max_restarts, self.make = max_restarts, make
-        self.lanes: list[_ActorLane] = []
-        self.placements: list[Placement] = []
-        self.started: Started | None = None
         self.backend_names: list[str] = []
         self.closing = False
         self.replaced: list[str] = []  # the label of every actor replaced after it was lost
         self._owns_ray = False
-        self._queue: dict[str, object] = {}  # attempt key -> its queue (GPU model, or lane under replicate)
-        self._overhead: dict[str, float] = {}  # of actors gone (closed or replaced)
-        self._models: dict[str, int] = {}  # GPU model -> the first lane of that model
 
     # ---- the cluster -------------------------------------------------------------------------------
 
@@ -243,21 +238,7 @@ class RayExecutor:
         cls = ray.remote(DeviceActor).options(max_restarts=0, max_task_retries=0, **opts)
         return cls.remote(self.cfg, "cpu" if spec else "cuda:0", self.make)
 
-    @property
-    def labels(self) -> list[str]:
-        return [lane.label for lane in self.lanes]
-
     # ---- the executor interface --------------------------------------------------------------------
-
-    @property
-    def overhead_s(self) -> dict[str, float]:
-        """Seconds outside attempts, summed over the actors (which spend them in parallel): those
-        gone, and the live ones as last read (at the end of run())."""
-        out = dict(self._overhead)
-        for lane in self.lanes:
-            for k, v in lane.ledger.items():
-                out[k] = out.get(k, 0.0) + v
-        return out
 
     def _read_ledger(self, lane: _ActorLane, closing: bool = False) -> None:
         """Read an actor's overhead ledger (closing: close its executor first); a lost actor keeps
@@ -275,9 +256,12 @@ class RayExecutor:
             self._overhead[k] = self._overhead.get(k, 0.0) + v
         lane.ledger = {}
 
-    def device_id(self, p: Placement, i: int) -> str:
-        """The identity of a device in replicated attempt keys: its UUID, else its position."""
+    def identity_of(self, p: Placement, i: int) -> str:
+        """The identity of a device at lane i in replicated attempt keys: its UUID, else its position."""
         return p.device_uuid or f"index {p.device_index if self.devices is None else self.devices[i].index}"
+
+    def device_id(self, i: int) -> str:
+        return self.identity_of(self._placements[i], i)
 
     def start(self, device: str, backends) -> Started:
         """Connect (or start a local Ray instance), start one actor per device, and collect every
@@ -291,8 +275,8 @@ class RayExecutor:
                 lane.info = lane._get(ref, START_TIMEOUT_S)
             except DeviceLost as e:
                 raise RuntimeError(f"device {lane.label} did not start: {e}") from e
-        self.placements = [lane.placement(lane.info) for lane in self.lanes]
-        for i, p in enumerate(self.placements):
+        self._placements = [lane.placement(lane.info) for lane in self.lanes]
+        for i, p in enumerate(self._placements):
             self._models.setdefault(p.device_name, i)
         first = self.lanes[0].info["provenance"]
         models = {name: {"ceilings": self.lanes[i].info["provenance"].get("ceilings"),
@@ -303,53 +287,19 @@ class RayExecutor:
                 "devices": [{"label": lane.label, "node": lane.info["node"], **p.to_record(),
                              "ceilings": lane.info["provenance"].get("ceilings"),
                              "host_cpu": lane.info["provenance"].get("host_cpu")}
-                            for lane, p in zip(self.lanes, self.placements)]}
-        self.started = Started(prov, DeviceInfo.from_dict(first["device"]), Placement(self.placements[0].device_name))
+                            for lane, p in zip(self.lanes, self._placements)]}
+        self.started = Started(prov, DeviceInfo.from_dict(first["device"]), Placement(self._placements[0].device_name))
         return self.started
 
-    def _device_info(self, i: int) -> DeviceInfo:
+    def device_info(self, i: int) -> DeviceInfo:
         return DeviceInfo.from_dict(self.lanes[i].info["provenance"]["device"])
 
-    def plan(self, workloads, backends, repeats, tag, seed, inputs="normal") -> list[Attempt]:
-        """Sharded: each GPU model's plan, on that model's facts. Replicate: each actor's plan."""
-        if self.started is None:
-            raise RuntimeError("plan() before start()")
-        out = []
-        if self.replicate:
-            for i, p in enumerate(self.placements):
-                mine = planner.plan(workloads, backends, self._device_info(i), repeats, tag, seed, inputs,
-                                    self.device_id(p, i))
-                self._queue.update((a.key, i) for a in mine)
-                out += mine
-        else:
-            for name, i in self._models.items():
-                mine = planner.plan(workloads, backends, self._device_info(i), repeats, tag, seed, inputs)
-                self._queue.update((a.key, name) for a in mine)
-                out += mine
-        return out
+    def after_run(self) -> None:
+        if not self.closing:
+            for lane in self.lanes:
+                self._read_ledger(lane)
 
-    def placement_for(self, attempt: Attempt) -> Placement:
-        """A planned-out attempt: its actor under replicate; under sharding its model (it ran nowhere)."""
-        if self.started is None:
-            raise RuntimeError("placement_for() before start()")
-        q = self._queue.get(attempt.key)
-        if isinstance(q, int):
-            return self.placements[q]
-        return Placement(q) if q is not None else self.started.placement
-
-    def run(self, attempts: Iterable[Attempt], sink: Sink, claim: Claim = take_all) -> None:
-        queues, slots = group_queues(attempts, lambda a: self._queue[a.key],
-                                     lambda b: worker_slot(b, self.cfg.strict_isolation))
-        for i, (lane, p) in enumerate(zip(self.lanes, self.placements)):
-            lane.queue = i if self.replicate else p.device_name
-        try:
-            drive(self.lanes, queues, slots, sink, claim, self._kill)
-        finally:
-            if not self.closing:
-                for lane in self.lanes:
-                    self._read_ledger(lane)
-
-    def _kill(self, everything: bool = False) -> None:
+    def kill(self, everything: bool = False) -> None:
         """An interrupt: the actors go (their workers follow: each watches its parent)."""
         import ray
 
@@ -372,3 +322,30 @@ class RayExecutor:
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
+
+
+def _resolve(device, devices, replicate, address) -> Target:
+    """Ray importable, and --devices as fake CPU devices, or every GPU of the cluster."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ValueError("--executor ray needs Ray, which is not installed: pip install 'attnbench[ray]'") from None
+    if device is not None:
+        raise ValueError("--device and --executor ray exclude each other (use --devices all, or cpu:0,cpu:1)")
+    cluster_target(address)
+    if devices is None or devices.strip() == "all":
+        return Target("cuda", None, "ray:all GPUs", on_this_host=False)  # the driver need not have a GPU
+    if not all(x.strip().startswith("cpu:") for x in devices.split(",")):
+        raise ValueError("with --executor ray, --devices is all (every GPU of the cluster) or cpu:0,cpu:1 "
+                         "(fake CPU devices)")
+    specs = tuple(parse_devices(devices, lambda: 0))
+    return Target("cpu", specs, ",".join(d.label for d in specs), on_this_host=False)
+
+
+def _build(cfg: LocalConfig, target: Target, replicate: bool, address: str | None):
+    return RayExecutor(cfg, list(target.devices) if target.devices else None, replicate, address)
+
+
+# ray: one actor per GPU of a Ray cluster, each with its own warm workers; rows are written here. Its
+# compiler caches live on the cluster's nodes: the sweep's cache beside the store does not apply
+REGISTRATION = Registration("ray", _resolve, _build)

@@ -7,12 +7,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..backends.base import Backend, DeviceInfo
-from ..measure.timing import TimingConfig
-from ..status import Status
-from .executor import BaseExecutor, Claim, Outcome, Placement, Sink, Started, take_all
-from .planner import Attempt
-from .supervisor import Worker, WorkerGone, WorkerTimeout
+from ...backends.base import Backend, DeviceInfo
+from ...measure.timing import TimingConfig
+from ...status import Status
+from .. import jobs
+from ..planner import Attempt
+from ..supervisor import Worker, WorkerGone, WorkerTimeout
+from .base import Claim, Executor, Outcome, Placement, Sink, Started, take_all
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class LocalConfig:
     compile_cache: str | None = None  # a named compiler cache; None: a fresh one for this run
     # the run's own cache, made by the caller: the sweep's beside its store (cli: kept until the sweep has
     # finished, so a resumed run loads what the interrupted one compiled), or one for several executors
-    # (runner/multi.py: one for every device, so a kernel one device compiled is not compiled again for its
+    # (executors/multi.py: one for every device, so a kernel one device compiled is not compiled again for its
     # neighbour); None: the executor makes a fresh one
     run_cache: str | None = None
     run_cache_resumed: bool = False  # run_cache held an interrupted run's compiled code when this run began
@@ -47,7 +48,7 @@ def worker_slot(backend, strict_isolation: bool = False) -> str | None:
     return "shared" if iso == "worker" else f"backend:{backend.name}"
 
 
-class LocalExecutor(BaseExecutor):
+class LocalExecutor(Executor):
     """Owns the workers. A repeat gets fresh processes: one shared by backends with
     isolation="worker", one per backend with isolation="backend" (compile-based backends: no other
     backend's compiler state; the built-in ones also reset dynamo in prepare()), and a new process
@@ -55,7 +56,7 @@ class LocalExecutor(BaseExecutor):
     A worker that crashed or timed out is replaced before the next attempt."""
 
     def __init__(self, cfg: LocalConfig, device: str = "cpu", cores: list[int] | None = None):
-        """cores: host cores every worker pins itself to at start (runner/multi.py); None: not pinned."""
+        """cores: host cores every worker pins itself to at start (executors/multi.py); None: not pinned."""
         super().__init__(overhead_s={"provenance": 0.0, "worker_start": 0.0, "worker_stop": 0.0, "release": 0.0})
         self.cfg, self.device, self.cores = cfg, device, cores
         self.workers: dict[str, Worker] = {}
@@ -68,15 +69,15 @@ class LocalExecutor(BaseExecutor):
         self.cache_dir = cfg.compile_cache or cfg.run_cache or self._fresh_cache.name
 
     def _spec(self, a: Attempt) -> dict:
-        return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.device,
-                "seed": self.cfg.seed, "tol": self.cfg.tol, "inputs": self.cfg.inputs, "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
+        """The worker's message for one job (an attempt, a model step): its job type builds it."""
+        return jobs.message(a, self.device, self.cfg)
 
     def _slot(self, backend) -> str | None:
         return worker_slot(backend, self.cfg.strict_isolation)
 
     def _new_worker(self, slot: str | None = None, wait: bool = True) -> Worker:
-        warm = {"device": self.device, "compile_cache": self.cache_dir, "compiler": slot is None or slot.startswith("backend:"),
-                "cores": self.cores}
+        warm = {"device": self.device, "compile_cache": self.cache_dir,
+                "compiler": slot is None or slot.startswith("backend:"), "cores": self.cores}
         return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm,
                       wait=wait)
 
@@ -85,7 +86,7 @@ class LocalExecutor(BaseExecutor):
         anything is timed: their start-up (seconds each on a GPU host) overlaps instead of adding up."""
         t0 = time.perf_counter()
         started = {slot: self._new_worker(slot, wait=False) for slot in sorted(set(slots) - {None} - set(self.workers))}
-        self.starting = list(started.values())  # visible to another thread that must kill them (runner/multi.py)
+        self.starting = list(started.values())  # visible to another thread that must kill them (executors/multi.py)
         try:
             for slot, w in started.items():
                 try:
@@ -139,6 +140,11 @@ class LocalExecutor(BaseExecutor):
         w.kill()
         if slot is not None:
             self.workers.pop(slot, None)
+
+    def worker_processes(self) -> list:
+        """The processes of this executor's warm workers, those being started included (another thread
+        kills them to stop a run: executors/multi.py)."""
+        return [w.proc for w in list(self.workers.values()) + list(self.starting)]
 
     def _release(self) -> None:
         """A new workload: the workers that served the previous one drop its inputs and reference,
@@ -194,7 +200,7 @@ class LocalExecutor(BaseExecutor):
                     continue
                 sink(self.run_attempt(a))
         finally:
-            self._stop_workers()
+            self.stop_workers()
 
     def enter_repeat(self, repeat: int, slots: set[str | None]) -> None:
         """Process-level repeats: every repeat gets fresh processes, the `slots` it needs started at
@@ -202,7 +208,7 @@ class LocalExecutor(BaseExecutor):
         if repeat == self._repeat:
             return
         if self._repeat is not None:
-            self._stop_workers()
+            self.stop_workers()
         self._prestart(slots)
         self._repeat = repeat
 
@@ -217,11 +223,11 @@ class LocalExecutor(BaseExecutor):
 
     def close(self) -> None:
         """Stop every worker, and remove this run's fresh compiler cache (idempotent)."""
-        self._stop_workers()
+        self.stop_workers()
         if self._fresh_cache is not None:
             self._fresh_cache.cleanup()
 
-    def _stop_workers(self) -> None:
+    def stop_workers(self) -> None:
         """Stop every worker at once, then wait (a compiler process takes seconds to exit)."""
         t0 = time.perf_counter()
         ws = list(self.workers.values())
