@@ -10,7 +10,6 @@ from typing import Iterable
 from ...backends.base import Backend, DeviceInfo
 from ...measure.timing import TimingConfig
 from ...status import Status
-from .. import jobs
 from ..planner import Attempt
 from ..supervisor import Worker, WorkerGone, WorkerTimeout
 from .base import Claim, Executor, Outcome, Placement, Sink, Started, take_all
@@ -69,8 +68,10 @@ class LocalExecutor(Executor):
         self.cache_dir = cfg.compile_cache or cfg.run_cache or self._fresh_cache.name
 
     def _spec(self, a: Attempt) -> dict:
-        """The worker's message for one job (an attempt, a model step): its job type builds it."""
-        return jobs.message(a, self.device, self.cfg)
+        """The worker's message for one attempt."""
+        return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.device,
+                "seed": self.cfg.seed, "tol": self.cfg.tol, "inputs": self.cfg.inputs,
+                "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
 
     def _slot(self, backend) -> str | None:
         return worker_slot(backend, self.cfg.strict_isolation)
