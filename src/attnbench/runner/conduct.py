@@ -1,24 +1,28 @@
 """A whole run: start the executor, plan, filter what is already stored (resume), write the
-planned-out rows, let the executor run the rest into the sink, record the run."""
+planned-out rows, let the executor run the rest into the sink, record the run. The same for every
+job type (runner/jobs.py): a RunRequest's attempts, a ModelRequest's model steps."""
 from __future__ import annotations
 
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..backends.base import Backend
 from ..store.db import Store
 from ..workloads import Workload
 from .eta import Remaining, typical_wall
+from . import jobs
 from .executors.base import Executor, Outcome
 from .planner import Attempt
-from .sink import RowSink, new_run_id, toolkit_columns
+from .sink import RowSink, new_run_id
 
 
 @dataclass
 class RunRequest:
     """What the user asked for."""
 
+    op: ClassVar[str] = "attempt"  # its job type (runner/jobs.py)
     device: str
     workloads: list[Workload]
     backends: list[Backend]
@@ -78,14 +82,15 @@ def plan_only(executor: Executor, req: RunRequest) -> list[Attempt]:
 def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observer | None = None) -> RunReport:
     """Run the request through the executor into the store; returns what was done. The executor
     is closed on the way out, also when interrupted."""
+    job_type = jobs.of_request(req)
     observer = observer or Observer()
     began = time.monotonic() if req.began is None else req.began
     try:
         observer.starting(req.device)
         started = executor.start(req.device, req.backends)
-        attempts = executor.plan(req.workloads, req.backends, req.repeats, req.tag, req.seed, req.inputs)
-        retried = store.delete_failed({a.key for a in attempts}) if req.retry_failed else 0
-        todo = pending(attempts, store.done_keys())
+        attempts = job_type.plan(executor, req)
+        retried = job_type.delete_failed(store, {a.key for a in attempts}) if req.retry_failed else 0
+        todo = pending(attempts, job_type.done(store))
         report = RunReport(new_run_id(), attempts, len(attempts) - len(todo), retried,
                            startup_s=round(time.monotonic() - began, 2))
         # start-up is known now: an interrupted run (no finish) still counts it in its wall
@@ -93,12 +98,14 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
                         {**started.provenance, "startup_s": report.startup_s})
         prov = started.provenance
         runnable = [a for a in todo if not a.planned]
-        remaining = Remaining(runnable, typical_wall(store.ok_walls()), len(executor.placements) or 1)
-        sink = RowSink(store, report.run_id, req.tag, {**toolkit_columns(prov), "inputs": req.inputs},
-                       prov.get("ceilings") or {},
+        remaining = Remaining(runnable, typical_wall(job_type.walls(store)), len(executor.placements) or 1)
+        key = job_type.table.key
+        sink = RowSink(store, report.run_id, req.tag, job_type.run_columns(prov, req), prov.get("ceilings") or {},
                        (prov.get("device") or {}).get("l2_bytes"), started.device.type,
-                       observers=[remaining.row, observer.row, lambda row: report.counts.update([row["status"]])],
-                       models=prov.get("models") or {})
+                       observers=[lambda row: remaining.row({"attempt_key": row[key], "status": row["status"],
+                                                             "wall_s": row["wall_s"]}),
+                                  observer.row, lambda row: report.counts.update([row["status"]])],
+                       models=prov.get("models") or {}, make_row=job_type.row_maker(req), insert=job_type.insert)
         observer.begin(len(attempts), report.resumed, retried)
         observer.forecast(remaining)
         for a in todo:  # planned out (UNSUPPORTED, OOM_PREDICTED): written without running
@@ -114,7 +121,7 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
             executor.run(runnable, sink, claim)
         finally:
             store.release_claims(report.run_id)
-        written = store.done_keys()
+        written = job_type.done(store)
         report.held = sum(1 for a in runnable if a.key not in written)
         report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
         store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s})  # start-up: stored at the start

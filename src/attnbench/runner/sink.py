@@ -1,18 +1,21 @@
-"""The row sink: turns each outcome into the attempt's one record, writes it to the store in its
-own transaction, and tells the observers (a progress bar) what was written."""
+"""The row sink: turns each outcome into its job's one row (an attempt's record here; a model step's,
+runner/jobs_model.py), writes it to the store in its own transaction, and tells the observers (a
+progress bar) what was written."""
 from __future__ import annotations
 
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import record
 from ..store.db import Store, utcnow
 from ..workloads.cost import flops, io_bytes
 from . import gates
-from .executors.base import Outcome
 from .planner import Attempt
+
+if TYPE_CHECKING:  # executors import the job types, which make rows here
+    from .executors.base import Outcome
 
 _MEASURED = record.names_from(record.ATTEMPT)
 
@@ -52,6 +55,15 @@ def make_record(outcome: Outcome, run_id: str, tag: str, run_columns: dict, ceil
     return record.finish(gates.judge(values, ceilings or {}, l2_bytes, device_type))
 
 
+def attempt_row(outcome: Outcome, sink: "RowSink") -> dict:
+    """An attempt's row, judged against the ceilings of the GPU model it ran on (the run's, or under
+    a run over several models, that model's)."""
+    m = sink.models.get(outcome.placement.device_name)
+    ceilings, l2, kind = ((m.get("ceilings") or {}, m.get("l2_bytes"), m.get("type") or sink.device_type) if m
+                          else (sink.ceilings, sink.l2_bytes, sink.device_type))
+    return record.as_row(make_record(outcome, sink.run_id, sink.tag, sink.run_columns, ceilings, l2, kind))
+
+
 @dataclass
 class RowSink:
     """Callable as an executor's sink."""
@@ -68,16 +80,16 @@ class RowSink:
     # a run over several GPU models (runner/ray_exec.py): device name -> {"ceilings", "l2_bytes",
     # "type"} of that model, used for the rows placed on it instead of the run's
     models: dict = field(default_factory=dict)
+    # the job type's (runner/jobs.py): make_row(outcome, sink) -> the finished row; insert(store, row) -> bool
+    make_row: Callable[[Outcome, "RowSink"], dict] = attempt_row
+    insert: Callable[[Store, dict], bool] = Store.insert
 
     def __call__(self, outcome: Outcome) -> None:
-        m = self.models.get(outcome.placement.device_name)
-        ceilings, l2, kind = ((m.get("ceilings") or {}, m.get("l2_bytes"), m.get("type") or self.device_type) if m
-                              else (self.ceilings, self.l2_bytes, self.device_type))
-        row = record.as_row(make_record(outcome, self.run_id, self.tag, self.run_columns, ceilings, l2, kind))
+        row = self.make_row(outcome, self)
         t0 = time.perf_counter()
-        written = self.store.insert(row)
+        written = self.insert(self.store, row)
         self.store_s += time.perf_counter() - t0
-        if not written:  # another run sharing the store wrote this attempt first: not ours to count
+        if not written:  # another run sharing the store wrote this row first: not ours to count
             return
         for observe in self.observers:
             observe(row)

@@ -1,4 +1,5 @@
-"""The worker process: loads backends (plugins included), answers one request at a time."""
+"""The worker process: loads backends (plugins included), answers one request at a time: a job of
+any job type (runner/jobs.py: an attempt, a model step), a release, the run's provenance."""
 from __future__ import annotations
 
 import gc
@@ -136,9 +137,8 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     try:
         from ..backends.registry import all_backends
-        from . import attempt
-
         from ..measure.dispatch import Classifier
+        from . import attempt, jobs
 
         backends = {b.name: b for b in all_backends(plugins)}
         classifier = Classifier.from_backends(backends.values())  # every loaded backend's kernel names
@@ -152,7 +152,7 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             logging.getLogger(__name__).warning("worker warm-up failed", exc_info=True)
     gc.freeze()  # what start-up built lives as long as the process: each release's collection skips it
     conn.send({"ready": True, "pid": os.getpid()})
-    cache = attempt.WorkloadCache()
+    caches: dict = {}  # per job type: what its jobs share (the last workload's inputs, the last step spec's model)
     while True:
         try:
             msg = conn.recv()
@@ -162,7 +162,8 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
         if op == "stop":
             return
         if op == "release":
-            cache.clear()
+            for cache in caches.values():
+                cache.clear()
             for b in backends.values():
                 _release(b)
             attempt.free_memory()
@@ -175,11 +176,11 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
             except Exception as e:
                 conn.send({"ok": False, "error": f"{type(e).__name__}: {e}"})
             continue
-        if op == "attempt":
+        job_type = jobs.TYPES.get(op)
+        if job_type is not None:
             backend = backends[msg["backend"]]
-            res = finish(attempt.run(msg, backend, cache, classifier), backend)
-            if res.get("status") != "OK":
-                cache.clear()  # a failed backend may have scribbled on the shared inputs
+            cache = caches[op] if op in caches else caches.setdefault(op, job_type.cache())
+            res = finish(job_type.work(msg, backend, cache, classifier), backend)
             conn.send(res)
             if res.get("fatal"):
-                return  # a broken CUDA context cannot serve another attempt
+                return  # a broken CUDA context cannot serve another job

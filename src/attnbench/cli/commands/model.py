@@ -3,10 +3,7 @@ measured end-to-end speedup. Arguments, validation (all before anything is writt
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import shlex
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -71,6 +68,9 @@ def add_arguments(m) -> None:
     m.add_argument("--tol", type=float, help="error ratio bound against the same-dtype reference model "
                                              "(default: per dtype, as attnbench run)")
     m.add_argument("--max-time", type=float, metavar="S", help="timing budget per step after warm-up")
+    m.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="seconds a step x backend may take, first step and checks included, before its worker is "
+                        "killed and the row is TIMEOUT (default 600)")
     m.add_argument("--show", action="store_true", help="print the table of the rows already in --db (of --tag) and "
                                                        "exit; measures nothing, opens the store read-only")
 
@@ -136,8 +136,11 @@ def write_kernel_grid(path: Path, cfg, specs, dtype) -> int:
 def run(args) -> int:
     from ...backends.registry import select
     from ...measure.timing import TimingConfig
-    from ...model.run import ContextBroken, ModelRequest, run_model
+    from ...runner.conduct import conduct
+    from ...runner.executors.local import LocalConfig, LocalExecutor
+    from ...runner.jobs_model import ModelRequest
     from ...runner.options import check_device, default_device
+    from ...store import model_rows
     from ...store.db import Store
 
     if args.show:
@@ -151,7 +154,7 @@ def run(args) -> int:
         n = write_kernel_grid(path, cfg, specs, dtype)
         console.err.print(f"wrote {n} attention workloads to {path}")
         return 0
-    for name, v in (("--tol", args.tol), ("--max-time", args.max_time)):
+    for name, v in (("--tol", args.tol), ("--max-time", args.max_time), ("--timeout", args.timeout)):
         if v is not None and not (v > 0 and v != float("inf")):
             raise UsageError(f"{name} must be positive and finite, got {v:g}")
     if not args.tag.strip():
@@ -164,25 +167,48 @@ def run(args) -> int:
     if not args.db.strip() or not db.parent.exists():
         raise UsageError(f"directory of --db does not exist: {db.parent}")
     kernel_frame = _kernel_frame(args, db)  # a bad --kernel-db is refused before the store is opened
-    req = ModelRequest(cfg, specs, backends, args.baseline, device, dtype, args.seed, args.tag, args.tol,
-                       TimingConfig.for_device(device, args.max_time), kernel_frame,
-                       shlex.join(["attnbench"] + list(args.argv)), tuple(str(Path(p).resolve()) for p in args.plugin))
+    req = ModelRequest(cfg, specs, backends, args.baseline, device, dtype, args.seed, args.tag, kernel_frame,
+                       shlex.join(["attnbench"] + list(args.argv)))
+    log = db.with_name(db.name + ".log")
+    executor = LocalExecutor(LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin],
+                                         timeout_s=args.timeout, seed=args.seed, tol=args.tol,
+                                         timing=TimingConfig.for_device(device, args.max_time), log_path=str(log)),
+                             device)
     store = Store(db)
     try:
         console.err.print(f"{cfg.name}: {cfg.layers} layers, {dtype}, {len(specs)} steps × {len(backends)} backends "
-                          f"on {device}; library output goes to {db.name}.log")
-        with _native_stderr_to(db.with_name(db.name + ".log")) as term:
-            with term.status("starting") as spinner:
-                rows = run_model(req, store, say=lambda t: spinner.update(t),
-                                 on_row=lambda r: term.print(_row_line(r), highlight=False))
-    except ContextBroken as e:  # its CRASH row is stored; no later step can run in this process
-        console.err.print(f"attnbench: the CUDA context broke ({e}); rows written so far are kept: run the same "
-                          "command again to resume", highlight=False, markup=False)
-        return 1
+                          f"on {device}; library output goes to {log.name}")
+        with console.err.status("starting") as spinner:
+            report = conduct(executor, store, req, _Progress(spinner))
+        order = {a.key: i for i, a in enumerate(report.attempts)}
+        rows = sorted(model_rows.rows(store.con, "WHERE run_id=?", (report.run_id,)), key=lambda r: order[r["row_key"]])
     finally:
         store.close()
     render(rows, console.out)
     return 0
+
+
+class _Progress:
+    """What the run is doing on the spinner; each row's line as it is written."""
+
+    def __init__(self, spinner):
+        self.spinner = spinner
+
+    def starting(self, device: str) -> None:
+        self.spinner.update(f"starting workers and reading the device ({device})")
+
+    def begin(self, total: int, resumed: int, retried: int) -> None:
+        if resumed:
+            self.spinner.update(f"{resumed} of {total} rows already stored, skipped")
+
+    def attempt(self, job, where: str | None = None) -> None:
+        self.spinner.update(f"{job.spec.label()}: {job.backend.name}")
+
+    def row(self, row: dict) -> None:
+        console.err.print(_row_line(row), highlight=False, markup=False)
+
+    def forecast(self, remaining) -> None:
+        pass
 
 
 def _show(args) -> int:
@@ -211,27 +237,6 @@ def _kernel_frame(args, db: Path):
         return ks.dataframe()
     finally:
         ks.close()
-
-
-@contextlib.contextmanager
-def _native_stderr_to(log: Path):
-    """Native libraries' writes to fd 2 (the profiler's start/stop lines) go to the log; progress
-    goes to a console on the terminal's own stderr. Python-level stderr is left alone."""
-    err = console.err
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    term = os.fdopen(os.dup(saved), "w")
-    try:
-        os.dup2(fd, 2)
-        yield Console(file=term, force_terminal=err.is_terminal, width=err.width) if sys.stderr is sys.__stderr__ \
-            else err
-    finally:
-        term.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
-        term.close()
 
 
 def _row_line(r: dict) -> str:
