@@ -292,7 +292,8 @@ def test_model_rows_get_a_page_with_its_figure(model_site):
 
     page = (model_site / "model.html").read_text()
     for name, text in html_of(model_site).items():
-        assert 'href="model.html"' in text or 'href="../model.html"' in text, name  # in every page's nav
+        depth = name.count("/")  # docs/NAME.html, docs/method/NAME.html link up to the site's root
+        assert f'href="{"../" * depth}model.html"' in text, name  # in every page's nav
         assert "<b>evil</b>" not in text and "<i>attend</i>" not in text, name
     assert "&lt;b&gt;evil&lt;/b&gt;" in page and "no &lt;i&gt;attend&lt;/i&gt; &amp; &quot;more&quot;" in page
     assert "TTFT (ms)" in page and "time per output token (ms)" in page and "predicted 1/((1−f)+f/s)" in page

@@ -29,6 +29,11 @@ def json_ready(v):
     return v.item() if hasattr(v, "item") else v
 
 
+def records(frame: pd.DataFrame) -> list[dict]:
+    """A frame as JSON-ready records: NaN is not JSON, so missing values are None."""
+    return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+
+
 def _column_or_null(df: pd.DataFrame, name: str) -> pd.Series:
     # frames built by hand (tests) may predate the column; the store always has it
     return df[name] if name in df.columns else pd.Series(None, index=df.index, dtype=object)

@@ -23,11 +23,3 @@ def write_whole(path: Path, text: str) -> None:
     tmp.write_text(text)
     tmp.replace(path)  # nothing half-written under the final name
 
-
-def read_stores(stores: list[str]):
-    """(attempts frame, runs by label, path by label) of STORE or LABEL=STORE arguments."""
-    from ..store.labelled import parse_sources, read_labelled
-
-    sources = parse_sources(stores)
-    df, runs = read_labelled(sources)
-    return df, runs, {s.label: s.path for s in sources}

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from .. import console
-from ..files import read_stores
 from ..usage import UsageError
 
 NAME = "advise"
@@ -19,8 +18,8 @@ launch come from --batch, --seqlen, --mode and --launch; attention is causal, as
 
 
 def add_arguments(v) -> None:
-    v.add_argument("stores", nargs="+", metavar="STORE", help="attnbench stores (or LABEL=STORE); the first is "
-                                                              "the one advised for")
+    v.add_argument("stores", nargs="+", metavar="STORE",
+                   help="attnbench stores or exports (or LABEL=STORE); the first is the one advised for")
     w = v.add_mutually_exclusive_group(required=True)
     w.add_argument("--workload", metavar="TEXT",
                    help='e.g. "prefill B=4 N=8192 Hq=32 Hkv=8 D=128 bf16 causal"; also Nq=, Nkv=, Dv=, '
@@ -38,6 +37,7 @@ def add_arguments(v) -> None:
 def run(args) -> int:
     from ...analysis.advise import advise
     from ...report import advise as page
+    from ...store import sources
     from ...workloads import WorkloadError
     from ..workload_text import from_model, parse_workload
 
@@ -45,11 +45,10 @@ def run(args) -> int:
         wanted = parse_workload(args.workload) if args.workload else from_model(args.model, args)
     except WorkloadError as e:
         raise UsageError(str(e)) from None
-    df, runs, _ = read_stores(args.stores)
-    if df.empty:
+    data = sources.load(args.stores)
+    if data.attempts.empty:
         raise UsageError("the stores hold no attempts")
-    first = next(iter(runs))
-    advice = advise(df, wanted, home=first, include_references=args.all)
+    advice = advise(data.attempts, wanted, home=data.labels[0], include_references=args.all)
     for part in page.terminal(advice):
         console.out.print(part, highlight=False)
     return 0

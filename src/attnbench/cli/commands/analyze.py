@@ -1,22 +1,21 @@
 """`attnbench analyze`: winners, their separation, transfer costs and winner changes across stores."""
 from __future__ import annotations
 
-import json
-
 from ...analysis.sides import BY_CHOICES
 from .. import console
-from ..files import read_stores, writable, write_whole
+from ..files import writable, write_whole
 from ..usage import UsageError
 
 NAME = "analyze"
 HELP = "winners, their separation, transfer costs and winner changes across stores"
-DESCRIPTION = ("Read several stores side by side, each under its own label (LABEL=STORE, default: the file's "
-               "stem), and answer whether a winner's lead is real and whether the choice survives another store, "
-               "GPU, toolkit, launch mode or L2 state (--by), and what it costs when it does not.")
+DESCRIPTION = ("Read several stores or exports side by side, each under its own label (LABEL=STORE, default: the "
+               "file's name before its first dot), and answer whether a winner's lead is real and whether the choice "
+               "survives another store, GPU, toolkit, launch mode or L2 state (--by), and what it costs when it does "
+               "not.")
 
 
 def add_arguments(a) -> None:
-    a.add_argument("stores", nargs="+", metavar="STORE", help="an attnbench store, or LABEL=STORE")
+    a.add_argument("stores", nargs="+", metavar="STORE", help="an attnbench store or export, or LABEL=STORE")
     a.add_argument("--by", choices=BY_CHOICES, default="label", metavar="COLUMN",
                    help="the axis compared across: " + ", ".join(BY_CHOICES) + " (default label: one side per "
                         "store; launch or l2: the same store's workloads that differ only there)")
@@ -27,18 +26,19 @@ def add_arguments(a) -> None:
 
 
 def run(args) -> int:
-    from ...analysis.analyze import analyze
+    from ...analysis import analyze
     from ...report import analyze as page
+    from ...store import sources
 
     json_out, md_out = writable(args.json, "--json"), writable(args.md, "--md")
-    df, runs, paths = read_stores(args.stores)
-    if df.empty:
+    data = sources.load(args.stores)
+    if data.attempts.empty:
         raise UsageError("the stores hold no attempts")
-    result = analyze(df, runs, by=args.by, include_references=args.all, paths=paths)
+    result = analyze.of(data, by=args.by, include_references=args.all)
     for part in page.terminal(result):
         console.out.print(part, highlight=False)
     if json_out:
-        write_whole(json_out, json.dumps(result, indent=1, default=str) + "\n")
+        write_whole(json_out, page.as_json(result))
         console.err.print(f"wrote {json_out}")
     if md_out:
         write_whole(md_out, page.markdown(result))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from .. import console
-from ..files import read_stores, writable, write_whole
+from ..files import writable, write_whole
 from ..usage import UsageError
 
 NAME = "compare"
@@ -17,8 +17,8 @@ REGRESSED = 3  # the exit code when something regressed: CI gates on it
 
 
 def add_arguments(c) -> None:
-    c.add_argument("base", metavar="BASE", help="the store measured before")
-    c.add_argument("new", metavar="NEW", help="the store measured after")
+    c.add_argument("base", metavar="BASE", help="the store (or export) measured before")
+    c.add_argument("new", metavar="NEW", help="the store (or export) measured after")
     c.add_argument("--threshold", type=float, default=1.05, help="slowdown ratio that counts (default 1.05)")
     c.add_argument("--json", metavar="FILE", help="write every compared row as JSON")
 
@@ -26,11 +26,12 @@ def add_arguments(c) -> None:
 def run(args) -> int:
     from ...analysis.regress import compare, verdict
     from ...report import compare as page
+    from ...store import sources
 
     if not args.threshold > 1.0:
         raise UsageError("--threshold must be above 1 (a slowdown ratio, e.g. 1.05)")
     json_out = writable(args.json, "--json")
-    df, _, _ = read_stores([f"base={args.base}", f"new={args.new}"])
+    df = sources.load([f"base={args.base}", f"new={args.new}"]).attempts
     rows = compare(df[df["label"] == "base"], df[df["label"] == "new"], args.threshold)
     summary = verdict(rows)
     for part in page.terminal(rows, summary, args.base, args.new, args.threshold):

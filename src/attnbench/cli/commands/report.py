@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
 from .. import console
@@ -48,31 +47,31 @@ def run(args) -> int:
         import matplotlib  # noqa: F401
     except ImportError:
         raise UsageError("attnbench report draws with matplotlib: pip install 'attnbench[report]'") from None
+    from ...analysis import analyze
     from ...report.html import site
-    from ...report.html.data import SiteData, default_baseline
-    from ...report.html.inputs import read, read_models
+    from ...report.html.data import BY, SiteData, default_baseline
+    from ...store import sources
 
     out = Path(args.out)
     try:
         site.check_out(out)  # before any store is read
     except site.OutError as e:
         raise UsageError(str(e)) from None
-    with tempfile.TemporaryDirectory(prefix="attnbench-report-") as work:
-        df, runs, paths = read(args.stores, Path(work))
-        models = read_models(args.stores)
-        if df.empty and models.empty:
-            raise UsageError("the stores hold no attempts and no model rows")
-        baseline = None  # model rows only (`attnbench model` alone): the whole-workload page and the methodology
-        if not df.empty:
-            backends = sorted(set(df.loc[df["status"] == "OK", "backend"].astype(str)))
-            if args.baseline is not None and args.baseline not in backends:
-                raise UsageError(f"--baseline {args.baseline}: no OK attempt of that backend in the stores "
-                                 f"(backends with OK rows: {', '.join(backends) or 'none'})")
-            baseline = args.baseline or default_baseline(df)
-            if baseline is None:
-                raise UsageError("no attempt in the stores ended OK: there is nothing to draw")
-        title = args.title or "attnbench report: " + ", ".join(runs)
-        counts = site.write(SiteData(df, runs, paths, baseline, models), out, title)
+    data = sources.load(args.stores)
+    df = data.attempts
+    if df.empty and data.models.empty:
+        raise UsageError("the stores hold no attempts and no model rows")
+    baseline = None  # model rows only (`attnbench model` alone): the whole-workload page and the methodology
+    if not df.empty:
+        backends = sorted(set(df.loc[df["status"] == "OK", "backend"].astype(str)))
+        if args.baseline is not None and args.baseline not in backends:
+            raise UsageError(f"--baseline {args.baseline}: no OK attempt of that backend in the stores "
+                             f"(backends with OK rows: {', '.join(backends) or 'none'})")
+        baseline = args.baseline or default_baseline(df)
+        if baseline is None:
+            raise UsageError("no attempt in the stores ended OK: there is nothing to draw")
+    title = args.title or "attnbench report: " + ", ".join(data.runs)
+    counts = site.write(SiteData(data, analyze.of(data, by=BY), baseline), out, title)
     what = f"speedups are over {baseline}" if baseline else "the stores hold model rows only"
     console.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
                        f"(open {out / 'index.html'}); {what}")

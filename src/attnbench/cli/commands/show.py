@@ -14,7 +14,8 @@ DESCRIPTION = ("The fastest contestant per device and workload (median of per-re
 
 
 def add_arguments(s) -> None:
-    s.add_argument("--db", default=DEFAULT_DB, help=f"the store to read (default: ./{DEFAULT_DB})")
+    s.add_argument("--db", default=DEFAULT_DB,
+                   help=f"the store (or an export of one) to read (default: ./{DEFAULT_DB})")
     s.add_argument("--all", action="store_true", help="include accuracy references in the contest")
     s.add_argument("--status", action="store_true", help="also print attempts per backend and status, where the "
                    "sweep's wall went, and (several devices) attempts and wall per device")
@@ -53,16 +54,12 @@ def run(args) -> int:
     from ...analysis.overview import run_overview
     from ...analysis.winners import best_per_workload, contestants
     from ...report import terminal
-    from ...store import model_rows
-    from ...store.db import Store
+    from ...store import sources
 
     out = console.out
-    store = Store(args.db, readonly=True)
-    try:
-        df, runs = store.dataframe(), store.runs()
-        n_model = len(model_rows.keys(store.con))
-    finally:
-        store.close()
+    data = sources.read([sources.single(args.db)])
+    df, runs = data.attempts.drop(columns="label", errors="ignore"), data.runs[data.labels[0]]
+    n_model = int(data.models["row_key"].nunique())
     if df.empty and n_model and args.format == "table":  # a store `attnbench model` wrote
         out.print(f"{args.db} holds no attempts but {n_model} model rows: attnbench model --db {args.db} --show")
         return 0

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...analysis.analyze import analyze
-from ...analysis.ceilings import ceilings_by_device
-from ...analysis.sides import contest_columns, side_contests, side_lines, with_side
+from ...analysis.analyze import Analysis
+from ...analysis.sides import contest_columns
 from ...analysis.slices import cell_status, flags_recorded, line_memory, speedups
 from ...analysis.winners import throughput
+from ...store.sources import Dataset
 from ...workloads.axes import NAMES
 from .figures import NOT_MEASURED, backend_colors
 
@@ -26,38 +26,52 @@ PREFERRED_BASELINE = "sdpa-flash"
 
 @dataclass
 class SiteData:
-    """The attempts of every store (with `label`), each store's runs, and what analysis computed from them."""
+    """The stores (a store.sources.Dataset), the analysis computed from them once (by label, without
+    references), and the frames the figures cut their slices from."""
 
-    df: pd.DataFrame
-    runs: dict[str, list[dict]]
-    paths: dict[str, Path]
-    baseline: str
-    models: pd.DataFrame | None = None  # model_rows of every store (with `label`): the whole-workload page
+    dataset: Dataset
+    analysis: Analysis  # every section of `analyze`: the pages render these, they do not recompute them
+    baseline: str | None  # the backend speedups divide by; None: model rows only
     lines: pd.DataFrame = field(init=False)  # per store × device × workload × backend, with throughput and memory
     won: pd.DataFrame = field(init=False)  # one row per contest: its fastest contestant
     blanks: pd.DataFrame = field(init=False)  # store × device × workload × backend with no OK row: its status
     workloads: pd.DataFrame = field(init=False)  # every workload attempted per store and device, with its axes
-    result: dict = field(init=False)  # analyze(): winners, transfer, pairs, outcomes, dispatch, correctness
-    ceilings: dict = field(init=False)  # (label, device) -> measured ceilings
     colors: dict = field(init=False)
     flags: dict = field(init=False)  # label -> OK rows that recorded host_bound / clock_low
 
     def __post_init__(self):
-        sided = with_side(self.df, BY)
         group = contest_columns(BY)
-        self.ceilings = {(label, dev): c for label, runs in self.runs.items()
-                         for dev, c in ceilings_by_device(runs).items()}
-        lines = side_lines(sided, BY)
-        self.won = side_contests(lines, BY)
-        lines = throughput(lines, lambda r: self.ceilings.get((r["label"], r["device_name"])))
+        basis = self.analysis.basis
+        self.won = basis.won
+        lines = throughput(basis.lines, lambda r: self.ceilings.get((r["label"], r["device_name"])))
         mem = line_memory(self.df, group)
         self.lines = lines.merge(mem, on=[*group, "backend"], how="left").assign(
             peak_mem_mib=lambda f: f["peak_mem_bytes"] / 2 ** 20)
         self.blanks = cell_status(self.df, group)
         self.workloads = _square(self.df.drop_duplicates(group)[[*group, *NAMES]].reset_index(drop=True))
-        self.result = analyze(self.df, self.runs, by=BY, paths=self.paths)
         self.colors = backend_colors(self.df["backend"].dropna().astype(str))
         self.flags = {label: flags_recorded(g) for label, g in self.df.groupby("label", sort=False)}
+
+    @property
+    def df(self) -> pd.DataFrame:
+        return self.dataset.attempts
+
+    @property
+    def runs(self) -> dict[str, list[dict]]:
+        return self.dataset.runs
+
+    @property
+    def paths(self) -> dict[str, Path]:
+        return self.dataset.paths
+
+    @property
+    def models(self) -> pd.DataFrame:
+        return self.dataset.models
+
+    @property
+    def ceilings(self) -> dict:
+        """(label, device) -> measured ceilings"""
+        return self.analysis.basis.ceilings
 
     @property
     def labels(self) -> list[str]:

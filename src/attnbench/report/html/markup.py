@@ -6,10 +6,6 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-PAGES = (("index.html", "Overview"), ("prefill.html", "Prefill and training"), ("decode.html", "Decode"),
-         ("portability.html", "Portability"), ("tables.html", "Correctness, dispatch, outcomes"),
-         ("methodology.html", "Methodology"))
-MODEL_PAGE = ("model.html", "Whole workload")  # linked only when some store holds model rows (site.pages)
 # what a status (or the report's own reason for a blank cell) means, in a few words
 MEANING = {"OK": "correct, ran a declared kernel family, timed", "UNSUPPORTED": "the backend declined the workload",
            "OOM_PREDICTED": "predicted not to fit in device memory; not run", "OOM": "ran out of memory",
@@ -43,9 +39,9 @@ def pct(v, digits: int = 0) -> str:
     return "" if missing(v) else f"{100 * v:.{digits}f}%"
 
 
-def page(file: str, title: str, body: str, site_title: str, footer: str, depth: int = 0, pages=PAGES) -> str:
-    """A whole page: nav to every page of the site (`pages`, relative links), the body, a footer; local
-    assets only."""
+def page(file: str, title: str, body: str, site_title: str, footer: str, depth: int = 0, pages=()) -> str:
+    """A whole page: nav to every page of the site (`pages`: (file, title) each, relative links; pages.nav),
+    the body, a footer; local assets only."""
     up = "../" * depth
     current = ' aria-current="page"'
     nav = "".join(f'<a href="{up}{f}"{current if f == file else ""}>{e(t)}</a>' for f, t in pages)

@@ -2,13 +2,11 @@
 heatmaps or the fastest backend per cell, and a table of every backend's time with blank failed cells."""
 from __future__ import annotations
 
-import itertools
-
 import pandas as pd
 
 from ..terminal import ran
-from .data import SiteData, fastest_frame, in_slice, slice_text, slices, speedup_frame
-from .figure_files import FigureFiles
+from .context import Context
+from .data import fastest_frame, in_slice, slice_text, slices, speedup_frame
 from .figures import fastest_map, length_text, perf_lines, speedup_heatmaps
 from .markup import Blank, Col, blank_legend, e, note, table, us
 
@@ -16,16 +14,6 @@ PERF_COLS = ["backend", "role", "batch", "q_len", "kv_len", "median_us", "p95_us
              "pct_ceiling", "peak_mem_mib", "host_bound", "clock_low"]
 MARKS = ("Hollow markers: host-bound eager rows (median above 1.5× the kernels' device time); ×: the SM clock "
          "fell more than 5% under its maximum while timing.")
-
-
-class Context:
-    """What every section of a page writes to: the data, the figure files and the table ids."""
-
-    def __init__(self, data: SiteData, figs: FigureFiles):
-        self.data, self.figs, self.ids = data, figs, itertools.count(1)
-
-    def table_id(self) -> str:
-        return f"table-{next(self.ids)}"
 
 
 def _heading(key: dict) -> str:

@@ -11,11 +11,13 @@ from pathlib import Path
 import matplotlib
 
 from ... import __version__
-from . import methodology, model_page, outcome_tables, overview, performance, portability
+from . import pages
+from .context import Context
 from .data import SiteData
 from .figure_files import FigureFiles
 from .figures import STYLE
-from .markup import MODEL_PAGE, PAGES, e, page
+from .markup import e, page
+from .pages import methodology
 
 log = logging.getLogger(__name__)
 MARKER = ".attnbench-report"  # a directory holding this file is a site attnbench may replace
@@ -51,39 +53,24 @@ def _copy_assets(root: Path) -> None:
         (root / "assets" / name).write_bytes((src / name).read_bytes())
 
 
-def pages(data: SiteData) -> tuple[tuple[str, str], ...]:
-    """The site's pages in nav order: the whole-workload page (before methodology) only when a store holds
-    model rows."""
-    if data.models is None or data.models.empty:
-        return PAGES
-    if data.df.empty:  # model rows only: their page is the index
-        return (("index.html", MODEL_PAGE[1]), PAGES[-1])
-    return (*PAGES[:-1], MODEL_PAGE, PAGES[-1])
-
-
 def build(data: SiteData, root: Path, title: str) -> dict:
-    """Write every page of the site into the empty directory `root`; returns counts of what was written."""
+    """Write every page of the site (pages.PAGES, those that apply) into the empty directory `root`; returns
+    counts of what was written."""
     footer = _footer(data)
     figs = FigureFiles(root, [f"{label}={p}" for label, p in data.paths.items()])
-    ctx = performance.Context(data, figs)
+    ctx = Context(data, figs)
     _copy_assets(root)
     with matplotlib.rc_context(STYLE):
-        nav = pages(data)
-        copied = methodology.copy_docs(root, title, footer, nav)
-        bodies = {"index.html": lambda: model_page.page_body(ctx) if data.df.empty else overview.page_body(ctx),
-                  "prefill.html": lambda: performance.page_body(ctx, decode=False),
-                  "decode.html": lambda: performance.page_body(ctx, decode=True),
-                  "portability.html": lambda: portability.page_body(ctx),
-                  "tables.html": lambda: outcome_tables.page_body(ctx),
-                  MODEL_PAGE[0]: lambda: model_page.page_body(ctx),
-                  "methodology.html": lambda: methodology.page_body(ctx, copied)}
-        for file, name in nav:
+        nav = pages.nav(data)
+        links = pages.links(nav)
+        ctx.docs = methodology.copy_docs(root, title, footer, links)
+        for p, file in nav:
             t0 = time.perf_counter()
-            html = page(file, name, bodies[file](), title, footer, pages=nav)
+            html = page(file, p.TITLE, p.body(ctx), title, footer, pages=links)
             (root / file).write_text(html, encoding="utf-8")
             log.info("%s: %.1f s", file, time.perf_counter() - t0)
     (root / MARKER).write_text(f"attnbench {__version__}\n")
-    return {"pages": len(nav) + len(copied), "figures": figs.count}
+    return {"pages": len(nav) + len(ctx.docs), "figures": figs.count}
 
 
 def write(data: SiteData, out: Path, title: str) -> dict:

@@ -2,17 +2,18 @@
 winners' efficiency, and every attempt that did not end OK with its reason."""
 from __future__ import annotations
 
-from ...status import ORDER
-from ..texttable import workload_text
-from .markup import REASON_CHARS, Col, note, table
-from .performance import Context
+from ....status import ORDER
+from ...texttable import workload_text
+from ..context import Context
+from ..markup import REASON_CHARS, Col, note, table
 
+FILE, TITLE = "tables.html", "Correctness, dispatch, outcomes"
 FAILURE_COLS = ("label", "backend", "status", "reason", "repeat", "mode", "batch", "q_len", "kv_len", "q_heads",
                 "kv_heads", "head_dim", "dtype", "causal", "launch", "l2", "device_name")
 
 
 def _outcomes(ctx: Context) -> str:
-    rows = ctx.data.result["outcomes"]
+    rows = ctx.data.analysis.outcomes.rows
     statuses = [s for s in ORDER if any(s in r for r in rows)]
     cols = [Col("side", "store"), Col("device_name", "device"), Col("backend", "backend"),
             *[Col(s, s, numeric=True) for s in statuses], Col("attempts", "attempts", numeric=True)]
@@ -21,7 +22,7 @@ def _outcomes(ctx: Context) -> str:
 
 
 def _dispatch(ctx: Context) -> str:
-    rows = [{**r, "families": ", ".join(r["families"])} for r in ctx.data.result["dispatch"]]
+    rows = [{**r, "families": ", ".join(r["families"])} for r in ctx.data.analysis.dispatch.rows]
     p = lambda v: f"{v:.1f}%"  # noqa: E731
     cols = [Col("side", "store"), Col("backend", "backend"),
             Col("reached", "reached the probe", numeric=True, title="attempts that got as far as the dispatch probe"),
@@ -32,7 +33,7 @@ def _dispatch(ctx: Context) -> str:
 
 
 def _correctness(ctx: Context) -> str:
-    rows = [{**r, "checked_of": f"{r['checked']}/{r['rows']}"} for r in ctx.data.result["correctness"]]
+    rows = [{**r, "checked_of": f"{r['checked']}/{r['rows']}"} for r in ctx.data.analysis.correctness.rows]
     cols = [Col("side", "store"), Col("backend", "backend"), Col("dtype", "dtype"),
             Col("checked_of", "checked / OK rows"),
             Col("max_abs_err", "max abs err", lambda v: f"{v:.2e}", numeric=True),
@@ -45,7 +46,7 @@ def _correctness(ctx: Context) -> str:
 
 
 def _efficiency(ctx: Context) -> str:
-    rows = ctx.data.result["efficiency"]["summary"]
+    rows = ctx.data.analysis.efficiency.summary
     p = lambda v: f"{v:.0f}%"  # noqa: E731
     cols = [Col("side", "store"), Col("mode", "mode"), Col("winners", "winners", numeric=True),
             Col("metric", "metric"), Col("with_ceiling", "with a ceiling", numeric=True),
@@ -68,7 +69,11 @@ def _failures(ctx: Context) -> str:
                                              "its backend or the runner gave (long reasons cut; hover for the whole)")
 
 
-def page_body(ctx: Context) -> str:
+def applies(data) -> bool:
+    return not data.df.empty
+
+
+def body(ctx: Context) -> str:
     return (note("Every table sorts on a click of its header and filters on text typed above it.")
             + "<section>\n<h2>Outcomes</h2>\n" + _outcomes(ctx) + "</section>\n"
             + "<section>\n<h2>Dispatch</h2>\n" + _dispatch(ctx) + "</section>\n"

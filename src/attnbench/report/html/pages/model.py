@@ -8,12 +8,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ...model.amdahl import AGREE
-from .figures import backend_colors
-from .figures import title as set_title
-from .markup import REASON_CHARS, Col, e, note, pct, table
-from .performance import Context
+from ....model.amdahl import AGREE
+from ..context import Context
+from ..figures import backend_colors
+from ..figures import title as set_title
+from ..markup import REASON_CHARS, Col, e, note, pct, table
 
+FILE, TITLE = "model.html", "Whole workload"
 STEP_ORDER = {"train": 0, "prefill": 1, "decode": 2}
 # the step's own latency or throughput column: (header, value of a row, format, tooltip)
 PER_STEP = {
@@ -136,7 +137,12 @@ def _figure(ctx: Context, key: dict, g: pd.DataFrame, colors: dict[str, str]) ->
                         slice_text, caption)
 
 
-def page_body(ctx: Context) -> str:
+def applies(data) -> bool:
+    """Only when some store holds model rows; with no attempts beside them this page is the index."""
+    return data.models is not None and not data.models.empty
+
+
+def body(ctx: Context) -> str:
     m = ctx.data.models
     colors = backend_colors(m["backend"].dropna().astype(str))
     parts = [note("The rows of `attnbench model` (docs/model.md): whole train, prefill and decode steps of a "

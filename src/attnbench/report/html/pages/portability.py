@@ -2,25 +2,28 @@
 (all against separated), transfer costs with median and p95, unavailable choices and the noise floor."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pandas as pd
 
-from ...analysis.transfer import MIN_RATE_N
-from ..analyze import noise_floor_lines
-from ..texttable import workload_text
-from .markup import Col, note, pct, table
-from .performance import Context
-from .summary_figures import change_rates, transfer_costs
+from ....analysis.transfer import MIN_RATE_N
+from ...analysis_text import noise_floor_lines
+from ...texttable import workload_text
+from ..context import Context
+from ..markup import Col, note, pct, table
+from ..summary_figures import change_rates, transfer_costs
 
+FILE, TITLE = "portability.html", "Portability"
 f3 = lambda v: f"{v:.3f}"  # noqa: E731
 
 
 def _honesty(ctx: Context) -> str:
     """What the set of stores can and cannot say about portability, in words."""
-    r = ctx.data.result
-    devices = sorted({d for s in r["sources"] for d in s["devices"]})
-    torches = sorted({t for s in r["sources"] for t in s["torch_versions"]})
-    if len(r["sources"]) < 2:
-        return note(f"Only one store was given ({r['sources'][0]['label']}, {', '.join(devices) or 'no device'}): "
+    srcs = ctx.data.analysis.sources.rows
+    devices = sorted({d for s in srcs for d in s.devices})
+    torches = sorted({t for s in srcs for t in s.torch_versions})
+    if len(srcs) < 2:
+        return note(f"Only one store was given ({srcs[0].label}, {', '.join(devices) or 'no device'}): "
                     "there is no second store to carry a choice to, so there are no transfer costs and no winner "
                     "changes to show. Build the report from two or more stores (other GPUs, toolkits or sweeps) "
                     "to fill this page; the separated winners below hold for this store alone.", "warn")
@@ -29,13 +32,13 @@ def _honesty(ctx: Context) -> str:
                     f"{', '.join(torches) or 'unknown'}). What follows is not portability across GPUs: the stores "
                     "differ by nothing the analysis can name, so their winner changes and transfer costs are the "
                     "method's own noise floor.", "warn")
-    return note(f"{len(r['sources'])} stores, {len(devices)} device model(s): {', '.join(devices)}; torch "
+    return note(f"{len(srcs)} stores, {len(devices)} device model(s): {', '.join(devices)}; torch "
                 f"{', '.join(torches)}.")
 
 
 def _separated(ctx: Context) -> str:
-    rows = [{**s, "methods": ", ".join(f"{k} {v}" for k, v in sorted(s["methods"].items()))}
-            for s in ctx.data.result["winners"]["separated"]]
+    rows = [{**asdict(s), "methods": ", ".join(f"{k} {v}" for k, v in sorted(s.methods.items()))}
+            for s in ctx.data.analysis.winners.separated]
     cols = [Col("side", "store"), Col("mode", "mode"), Col("contests", "workloads", numeric=True),
             Col("contested", "with a runner-up", numeric=True), Col("separated", "separated", numeric=True),
             Col("fraction", "fraction", pct, numeric=True), Col("methods", "bootstrap"),
@@ -45,7 +48,7 @@ def _separated(ctx: Context) -> str:
 
 
 def _pairs(ctx: Context) -> str:
-    rows = ctx.data.result["pairs"]["rows"]
+    rows = ctx.data.analysis.pairs.rows
     if not rows:
         return ""
     frame = pd.DataFrame([{"pair": f"{p['a']} vs {p['b']}", **{k: p[k] for k in (
@@ -69,7 +72,7 @@ def _pairs(ctx: Context) -> str:
 
 
 def _transfer(ctx: Context) -> str:
-    rows = ctx.data.result["transfer"]
+    rows = ctx.data.analysis.transfer.rows
     if not rows:
         return ""
     modes = {r["mode"] for r in rows}
@@ -107,7 +110,7 @@ def _transfer(ctx: Context) -> str:
 
 
 def _changes(ctx: Context) -> str:
-    rows = ctx.data.result["pairs"]["changes"]
+    rows = ctx.data.analysis.pairs.changes
     if not rows:
         return ""
     recs = [{**c, "workload": workload_text(c), "pair": f"{c['a']} / {c['b']}",
@@ -119,9 +122,12 @@ def _changes(ctx: Context) -> str:
                                              "(blank cost: a's winner is unavailable on b)")
 
 
-def page_body(ctx: Context) -> str:
-    r = ctx.data.result
-    floor = noise_floor_lines(r)
+def applies(data) -> bool:
+    return not data.df.empty
+
+
+def body(ctx: Context) -> str:
+    floor = noise_floor_lines(ctx.data.analysis)
     return ("<p>From the analysis behind <code>attnbench analyze</code> (one side per store). Does the backend "
             "that won on one store stay the right choice on another, and what does it cost when it does not?</p>\n"
             + _honesty(ctx) + "<section>\n<h2>Separated winners</h2>\n" + _separated(ctx) + "</section>\n"

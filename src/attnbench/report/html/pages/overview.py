@@ -2,23 +2,27 @@
 per status, headline numbers and the methodology in brief."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pandas as pd
 
-from ...analysis.outcomes import device_counts, status_counts
-from ...analysis.overview import on_devices, run_overview
-from ...status import ORDER
-from .markup import Col, cards, e, note, num, pct, table
-from .performance import Context
-from .summary_figures import status_bars
+from ....analysis.outcomes import device_counts, status_counts
+from ....analysis.overview import on_devices, run_overview
+from ....analysis.sections.winners import ALL_SIDES
+from ....status import ORDER
+from ..context import Context
+from ..markup import Col, cards, e, note, num, pct, table
+from ..summary_figures import status_bars
 
+FILE, TITLE = "index.html", "Overview"
 MODE_NAMES = {"all": "all modes", "train_fwd_bwd": "fwd+bwd", "train_fwd": "fwd"}
 
 
 def _sources(ctx: Context) -> str:
     cols = [Col("label", "store"), Col("path", "file"), Col("attempts", "attempts", numeric=True),
             Col("devices", "devices"), Col("torch_versions", "torch"), Col("tags", "tags")]
-    rows = [{**s, **{k: ", ".join(s[k]) for k in ("devices", "torch_versions", "tags")}}
-            for s in ctx.data.result["sources"]]
+    rows = [{**asdict(s), **{k: ", ".join(getattr(s, k)) for k in ("devices", "torch_versions", "tags")}}
+            for s in ctx.data.analysis.sources.rows]
     return table(ctx.table_id(), cols, rows, "The stores this site is built from, one label each")
 
 
@@ -30,14 +34,14 @@ def _headlines(ctx: Context, overviews: dict) -> str:
     total = sum(status.values())
     items = [(f"{status.get('OK', 0):,}", "OK attempts", f"correct, ran a declared kernel, timed; of {total:,} "
                                                          f"attempts in {len(overviews)} store(s)")]
-    sep = ctx.data.result["winners"]["separated"]
-    side = "(all)" if any(s["side"] == "(all)" for s in sep) else (sep[0]["side"] if sep else None)
-    where = "over all stores" if side == "(all)" else f"store {side}"
-    for s in [s for s in sep if s["side"] == side and s["mode"] != "all"]:
-        mode = MODE_NAMES.get(s["mode"], s["mode"])
-        items.append((f"{s['separated']}/{s['contested']}", f"separated {mode} winners",
-                      f"lead ≥ 1.10× and bootstrap lower bound > 1 ({pct(s['fraction'])}), {where}"))
-    for p in [p for p in ctx.data.result["pairs"]["rows"] if p["mode"] == "all"][:3]:
+    sep = ctx.data.analysis.winners.separated
+    side = ALL_SIDES if any(s.side == ALL_SIDES for s in sep) else (sep[0].side if sep else None)
+    where = "over all stores" if side == ALL_SIDES else f"store {side}"
+    for s in [s for s in sep if s.side == side and s.mode != "all"]:
+        mode = MODE_NAMES.get(s.mode, s.mode)
+        items.append((f"{s.separated}/{s.contested}", f"separated {mode} winners",
+                      f"lead ≥ 1.10× and bootstrap lower bound > 1 ({pct(s.fraction)}), {where}"))
+    for p in [p for p in ctx.data.analysis.pairs.rows if p["mode"] == "all"][:3]:
         floor = "noise floor: one GPU model and toolkit" if p["noise_floor"] else "across stores"
         items.append((f"{p['changed']}/{p['shared']}", f"winner changes, {p['a']} vs {p['b']}",
                       f"{p['changed_separated']} of {p['separated']} separated on both; {floor}"))
@@ -151,22 +155,26 @@ def _device_shares(ctx: Context) -> str:
 
 
 def methodology_brief(ctx: Context) -> str:
-    d = ctx.data.result["definitions"]
+    d = ctx.data.analysis.definitions
     return (
         "<section>\n<h2>Methodology in brief</h2>\n"
         "<p>Each attempt (workload × backend × process repeat) ran in an isolated worker, was checked against a "
         "float64 reference before it was timed, had the kernels it launched identified by the profiler, and ended "
         "as exactly one row with a status. Only OK rows carry times.</p>\n<ul>\n"
-        f"<li><b>Time</b>: {e(d['time'])}; <b>spread</b>: {e(d['spread'])}.</li>\n"
-        f"<li><b>Separated</b> lead: {e(d['separated'])}; {e(d['bootstrap'])}.</li>\n"
-        f"<li><b>Transfer cost</b>: {e(d['cost'])}.</li>\n"
+        f"<li><b>Time</b>: {e(d.time)}; <b>spread</b>: {e(d.spread)}.</li>\n"
+        f"<li><b>Separated</b> lead: {e(d.separated)}; {e(d.bootstrap)}.</li>\n"
+        f"<li><b>Transfer cost</b>: {e(d.cost)}.</li>\n"
         "<li><b>Throughput</b>: FLOP and byte models of the workload over the median time; % of ceiling divides "
         "by the run's measured matmul rate of the dtype, or for decode by its copy bandwidth.</li>\n</ul>\n"
         '<p>The long form: <a href="methodology.html">Methodology</a> (the rules and the project\'s docs, '
         "copied into this site).</p>\n</section>\n")
 
 
-def page_body(ctx: Context) -> str:
+def applies(data) -> bool:
+    return not data.df.empty
+
+
+def body(ctx: Context) -> str:
     overviews = {label: run_overview(ctx.data.df[ctx.data.df["label"] == label].reset_index(drop=True), runs)
                  for label, runs in ctx.data.runs.items()}
     cv = []

@@ -1,0 +1,77 @@
+"""Section `efficiency`: each winner's share of the measured ceiling and of the roofline, and a summary per
+side and mode."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..frames import records
+from ..winners import throughput
+from .basis import Basis
+from .correctness import number
+
+NAME = "efficiency"
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """`rows`: per contest winner (efficiency_rows); `summary`: per side and mode, the winners, those with a
+    ceiling, the metric, the median % of ceiling and of the roofline, and how many are memory-bound."""
+
+    summary: list[dict]
+    rows: list[dict]
+
+    def to_json(self) -> dict:
+        return {"summary": self.summary, "rows": self.rows}
+
+
+def efficiency_rows(won: pd.DataFrame, ceilings: dict) -> list[dict]:
+    """Per contest winner: throughput and % of the measured ceiling (winners.throughput), and its
+    position on the roofline of its device: arithmetic intensity = modelled FLOP ÷ modelled byte, the
+    ridge = matmul FLOP/s ÷ copy bytes/s, `bound` memory or compute by which side of the ridge it is,
+    and `roofline_pct` = achieved FLOP/s ÷ min(matmul rate, intensity × copy bandwidth).
+    `ceilings[(label, device_name)]` are the runs' measured ceilings (runs.provenance "ceilings")."""
+    if won.empty:
+        return []
+    rows = won[["side", "label", "device_name", "match", "workload_key", "mode", "batch", "q_len", "kv_len",
+                "q_heads", "kv_heads", "head_dim", "dtype", "causal", "launch", "backend", "median_us", "flops",
+                "bytes", "host_bound", "clock_low"]]
+    rows = throughput(rows, lambda r: ceilings.get((r["label"], r["device_name"])))
+    out = []
+    for r in rows.to_dict(orient="records"):
+        c = ceilings.get((r["label"], r["device_name"])) or {}
+        peak, bw = c.get(f"matmul_tflops_{r['dtype']}"), c.get("copy_gbps")
+        flops, nbytes = r["flops"], r["bytes"]
+        intensity = flops / nbytes if nbytes and pd.notna(nbytes) and nbytes > 0 else None
+        ridge = peak * 1e12 / (bw * 1e9) if peak and bw else None
+        roof = None
+        if intensity is not None and peak and bw:
+            achieved = flops / (r["median_us"] * 1e-6)
+            roof = 100.0 * achieved / min(peak * 1e12, intensity * bw * 1e9)
+        r.update(intensity=intensity, ridge=ridge, roofline_pct=roof,
+                 bound=None if intensity is None or ridge is None else ("memory" if intensity < ridge else "compute"))
+        out.append(r)
+    return records(pd.DataFrame(out))
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Per side and mode: winners with a ceiling, median % of ceiling and of the roofline."""
+    if not rows:
+        return []
+    f = pd.DataFrame(rows)
+    out = []
+    for (side, mode), g in f.groupby(["side", "mode"], sort=True):
+        pct = pd.to_numeric(g["pct_ceiling"], errors="coerce").dropna()
+        roof = pd.to_numeric(g["roofline_pct"], errors="coerce").dropna()
+        out.append({"side": side, "mode": mode, "winners": int(len(g)), "with_ceiling": int(len(pct)),
+                    "metric": g["metric"].iloc[0], "median_pct_ceiling": number(pct.median() if len(pct) else np.nan),
+                    "median_roofline_pct": number(roof.median() if len(roof) else np.nan),
+                    "memory_bound": int((g["bound"] == "memory").sum())})
+    return out
+
+
+def compute(b: Basis, done: dict) -> Efficiency:
+    rows = efficiency_rows(b.won, b.ceilings)
+    return Efficiency(summary(rows), rows)
