@@ -16,7 +16,7 @@ import numpy as np
 
 from attnbench.analysis.analyze import analyze
 from attnbench.store.db import Store
-from attnbench.store.labelled import parse_sources, read_labelled
+from attnbench.store import sources
 from attnbench.workloads import Workload
 from attnbench.workloads.cost import flops, io_bytes
 
@@ -86,7 +86,8 @@ def main() -> None:
         p.unlink(missing_ok=True)
         total += build(p, i, n_workloads)
     t0 = time.perf_counter()
-    df, runs = read_labelled(parse_sources([str(p) for p in paths]))
+    data = sources.load([str(p) for p in paths])
+    df, runs = data.attempts, data.runs
     t1 = time.perf_counter()
     result = analyze(df, runs)
     t2 = time.perf_counter()
