@@ -1,4 +1,4 @@
-"""`analyze`: every section of analysis/sections (SECTIONS, in order) computed once from the attempts of several stores."""
+"""`analyze`: the sections of analysis/sections (SECTIONS, in order), each computed once from several stores."""
 from __future__ import annotations
 
 from dataclasses import dataclass
