@@ -13,13 +13,12 @@ tests/test_capabilities.py asserts that every axis has exactly one entry."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+from ..workloads import Workload
 from ..workloads.axes import axis
 
-if TYPE_CHECKING:  # type names only: base.py imports this module
-    from .base import Backend, DeviceInfo
-    from ..workloads import Workload
+# "Backend" and "DeviceInfo" below are backends/base.py's, named in annotations only: base.py imports this module
 
 ANY = "any"  # accepts: every value of the axis
 

@@ -1,7 +1,14 @@
-"""Plausibility gates on a timed attempt: no impossible time is ever OK.
+"""Every gate of an attempt in one place: what turns measured facts into a status other than OK.
 
-Two rules turn an OK attempt into IMPLAUSIBLE (its samples are then not reported), and the
-attempt applies a third (answered_from_cache) before it is OK:
+The attempt's steps (runner/attempt.py lists them in order) stop at the first gate that decides:
+- INCORRECT: the output failed the float64 check, on the first call, on hard inputs or on new values
+  after timing, or a call wrote its inputs (an appending decode: anything but the new token's slot);
+- DISPATCH_MISMATCH: the probe before or after timing saw other kernel families than the backend
+  declares, or its kernels on another GPU;
+- IMPLAUSIBLE, answered from a cache: calls on new values took far longer than the timed median,
+  confirmed at one moment against calls on the same values again.
+The row's sink then applies judge() to an OK attempt: two rules turn it into IMPLAUSIBLE (its samples
+are then not reported):
 - the timer saw less than the work: the median per call is below TIMER_FLOOR x the device time of
   one call's kernels, which the dispatch probe read from the profiler's trace on every stream
   (work left on another stream, or outside a captured CUDA graph, is missed by the events but not
@@ -14,7 +21,11 @@ from __future__ import annotations
 
 import statistics
 
+from ..measure import dispatch
 from ..status import Status
+from . import checks
+
+Decision = tuple[Status, str]  # a gate's verdict: the attempt's status and reason
 
 # The events around k calls cannot take less than the calls' kernels did: graph replay adds
 # nothing between kernels and eager adds launch gaps. What can make a true median fall a little
@@ -104,3 +115,63 @@ def answered_from_cache(fresh_us: list[float], median_us: float, of: str = "the 
                 f"{fastest / median_us:.3g}x {of} ({median_us:.4g} µs; limit {FRESH_RATIO:g}x and "
                 f"{FRESH_MARGIN_US:g} µs more): the timed calls answered from a cache of earlier results")
     return None
+
+
+# ---- the attempt's gates, in the order its steps reach them (each reads the steps' context, steps.Attempt)
+def first_call(a) -> Decision | None:
+    """INCORRECT when the first call wrote its inputs (said first) or its output failed the check."""
+    why = checks.mutated(a.w, a.cache, a.inputs, "the first call")
+    if why or not a.verdict.passed:
+        return Status.INCORRECT, why or a.verdict.reason
+    return None
+
+
+def hard_inputs(a) -> Decision | None:
+    """INCORRECT when a hard distribution failed, or the inputs are not as drawn after their refill."""
+    why = a.why or checks.mutated(a.w, a.cache, a.inputs, "the hard-input check", stepped=False)
+    return (Status.INCORRECT, why) if why else None
+
+
+def dispatched(a) -> Decision | None:
+    """DISPATCH_MISMATCH when the probe before timing saw other kernels than declared, or elsewhere."""
+    return _dispatch(a, a.probe, "")
+
+
+def after_timing(a) -> Decision | None:
+    """INCORRECT when the timed calls wrote their inputs."""
+    why = checks.mutated(a.w, a.cache, a.inputs, "timing")
+    return (Status.INCORRECT, why) if why else None
+
+
+def dispatched_late(a) -> Decision | None:
+    """DISPATCH_MISMATCH when the calls after timing took another path."""
+    return _dispatch(a, a.late, "after timing: ")
+
+
+def rechecked(a) -> Decision | None:
+    """INCORRECT when the timed path, on new values after timing, failed the check."""
+    return (Status.INCORRECT, a.why) if a.why else None
+
+
+def cache_suspected(a) -> bool:
+    """Whether the calls on new values (a.fresh) were slow enough against the timed median to suspect
+    that the timed calls answered from a cache (to be confirmed at one moment: not_from_cache)."""
+    samples = a.timed.samples_us
+    return bool(answered_from_cache(a.fresh, statistics.median(samples) if samples else 0.0))
+
+
+def not_from_cache(a) -> Decision | None:
+    """IMPLAUSIBLE when calls on new values, each beside one on the same values again, confirm the cache."""
+    if a.same is None:
+        return None
+    why = answered_from_cache(a.fresh, statistics.median(a.same), "the same calls repeated on those values")
+    return (Status.IMPLAUSIBLE, why) if why else None
+
+
+def _dispatch(a, probe, prefix: str) -> Decision | None:
+    if probe.status != "probed":
+        return None
+    expected, side = a.expected(), a.side()
+    why = (dispatch.mismatch(expected, probe.families, a.classifier.attention, probe, side)
+           or dispatch.elsewhere(probe, a.device))
+    return (Status.DISPATCH_MISMATCH, f"{prefix}{why}") if why else None
