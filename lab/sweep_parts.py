@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnbench.analysis.analyze import run_host
+from attnbench.analysis.sections.sources import run_host
 from attnbench.analysis.overview import run_overview, timed_seconds
 from attnbench.analysis.stats import json_dict
 from attnbench.runner.compile_cache import SWEEP_CACHE_SUFFIX

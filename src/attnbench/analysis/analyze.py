@@ -9,7 +9,6 @@ import pandas as pd
 
 from . import sections
 from .sections.basis import Basis
-from .sections.sources import run_host  # noqa: F401  (lab/sweep_parts reads a run's host pace through it)
 
 
 @dataclass(frozen=True)
