@@ -4,7 +4,7 @@ Load it with
 
     attnbench run --plugin examples/my_kernel.py --backends chunked,sdpa-math
 
-or register BACKENDS through an entry point (see README, "Adding a kernel").
+or register BACKENDS through an entry point (see docs/backends.md, "Adding a kernel").
 
 The kernel processes the queries in blocks of `chunk_size` rows, so in prefill
 and decode only a (B, Hq, chunk_size, Nkv) score matrix exists at any time
