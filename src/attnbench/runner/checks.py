@@ -1,5 +1,6 @@
 """What an attempt checks beyond its output: inputs left as drawn (an appending decode's cache with exactly
-the new token written), and the timed path on new input values (hard distributions, a recheck after timing)."""
+the new token written), and the timed path on new input values (hard distributions, a recheck after timing).
+Each reads the attempt's context (runner/steps.py Attempt)."""
 from __future__ import annotations
 
 from ..backends.layout import cache_slot, new_token
@@ -8,11 +9,12 @@ from ..measure.inputs import DISTRIBUTIONS, fingerprint, refill
 from ..workloads.append import appending, slot
 
 
-def mutated(w, cache, inputs, phase: str, stepped: bool = True) -> str | None:
+def mutated(a, phase: str, stepped: bool = True) -> str | None:
     """Which inputs are not as they must be after `phase`, said as a reason; None if all are. A kernel
     must not write its inputs (the KV cache included): each must fingerprint as drawn (cache.clean),
     except, after a step (`stepped`) of an appending decode, the cache, which must be exactly the drawn
     one with the new token in slot kv_len - 1 (append_fault)."""
+    w, cache, inputs = a.w, a.cache, a.inputs
     now = fingerprint(inputs)
     want = cache.after if stepped else cache.clean
     changed = [n for n in want if now.get(n) != want[n]]
@@ -57,57 +59,54 @@ def same_bits(a, b) -> bool:
     return torch.equal(a.contiguous().view(ints), b.contiguous().view(ints))
 
 
-def check_on(w, call, inputs, cache, device: str, seed: int, dist: str, tol, hard: bool = False,
-              fresh: list | None = None):
-    """`call` on the values refill(seed, dist) writes into the input tensors, checked against their
-    own reference; the call's µs (synchronised, the refill's own work excluded) are appended to
-    `fresh`. The caller writes the workload's own values back."""
-    refill(inputs, w, seed, dist)
-    out, us = timing.one_call(call, device)
-    if fresh is not None:
-        fresh.append(us)
-    return correctness.check(w, out, inputs, cache.reference(w, seed, dist), tol, hard=hard)
+def check_on(a, call, seed: int, dist: str, hard: bool = False):
+    """`call` on the values refill(seed, dist) writes into the attempt's input tensors, checked against
+    their own reference; the call's µs (synchronised, the refill's own work excluded) are appended to
+    a.fresh. The caller writes the workload's own values back."""
+    refill(a.inputs, a.w, seed, dist)
+    out, us = timing.one_call(call, a.device)
+    a.fresh.append(us)
+    return correctness.check(a.w, out, a.inputs, a.cache.reference(a.w, seed, dist), a.tol, hard=hard)
 
 
-def hard_inputs(w, step, inputs, cache, device, seed, dist, tol, fresh=None) -> tuple[str | None, float | None]:
+def hard_inputs(a) -> tuple[str | None, float | None]:
     """The step on each hard distribution the timed calls do not use (outliers, large logits), against
     its own reference and the dtype's hard-input tolerance; the workload's values are restored after.
     Returns (why it failed or None, the worst error ratio)."""
     worst = None
     try:
-        for i, hard in enumerate(d for d in DISTRIBUTIONS if d != "normal" and d != dist):
-            verdict = check_on(w, step, inputs, cache, device, seed + 2_000_003 + i, hard, tol, hard=True,
-                                fresh=fresh)
+        for i, hard in enumerate(d for d in DISTRIBUTIONS if d != "normal" and d != a.dist):
+            verdict = check_on(a, a.step, a.seed + 2_000_003 + i, hard, hard=True)
             worst = max(worst or 0.0, verdict.err_ratio if verdict.err_ratio is not None else float("inf"))
             if not verdict.passed:
                 return f"on {hard} inputs (measure/inputs.py): {verdict.reason}", worst
     finally:
-        refill(inputs, w, seed, dist)  # the workload's own values again
+        refill(a.inputs, a.w, a.seed, a.dist)  # the workload's own values again
     return None, worst
 
 
-def recheck(w, replay, inputs, cache, device: str, seed: int, dist: str, tol, fresh=None) -> str | None:
+def recheck(a) -> str | None:
     """The timed path once more, exactly as timed, on new input values written into the same
     tensors: output that does not follow its inputs (a cache, a later call gone wrong, a graph that
     replays nothing) is not OK, whatever kernels ran. The inputs are restored afterwards."""
     try:
-        verdict = check_on(w, replay, inputs, cache, device, seed + 1_000_003, dist, tol, fresh=fresh)
+        verdict = check_on(a, a.timed.replay, a.seed + 1_000_003, a.dist)
     finally:
-        refill(inputs, w, seed, dist)  # the workload's own values again: the next backend shares them
+        refill(a.inputs, a.w, a.seed, a.dist)  # the workload's own values again: the next backend shares them
     if verdict.passed:
         return None
     return f"after timing, on new input values, the timed path's output failed the check: {verdict.reason}"
 
 
-def fresh_and_same(w, replay, inputs, device: str, seed: int, dist: str, rounds: int = 3):
+def fresh_and_same(a, rounds: int = 3) -> tuple[list[float], list[float]]:
     """µs of the timed path, synchronised, on new values written into the inputs (`fresh`), each
     followed by a call on those same values again (`same`); the workload's values are restored."""
     fresh, same = [], []
     try:
         for i in range(rounds):
-            refill(inputs, w, seed + 3_000_017 + i, dist)
+            refill(a.inputs, a.w, a.seed + 3_000_017 + i, a.dist)
             for into in (fresh, same):
-                into.append(timing.one_call(replay, device)[1])
+                into.append(timing.one_call(a.timed.replay, a.device)[1])
     finally:
-        refill(inputs, w, seed, dist)
+        refill(a.inputs, a.w, a.seed, a.dist)
     return fresh, same

@@ -120,7 +120,7 @@ def answered_from_cache(fresh_us: list[float], median_us: float, of: str = "the 
 # ---- the attempt's gates, in the order its steps reach them (each reads the steps' context, steps.Attempt)
 def first_call(a) -> Decision | None:
     """INCORRECT when the first call wrote its inputs (said first) or its output failed the check."""
-    why = checks.mutated(a.w, a.cache, a.inputs, "the first call")
+    why = checks.mutated(a, "the first call")
     if why or not a.verdict.passed:
         return Status.INCORRECT, why or a.verdict.reason
     return None
@@ -128,7 +128,7 @@ def first_call(a) -> Decision | None:
 
 def hard_inputs(a) -> Decision | None:
     """INCORRECT when a hard distribution failed, or the inputs are not as drawn after their refill."""
-    why = a.why or checks.mutated(a.w, a.cache, a.inputs, "the hard-input check", stepped=False)
+    why = a.why or checks.mutated(a, "the hard-input check", stepped=False)
     return (Status.INCORRECT, why) if why else None
 
 
@@ -139,7 +139,7 @@ def dispatched(a) -> Decision | None:
 
 def after_timing(a) -> Decision | None:
     """INCORRECT when the timed calls wrote their inputs."""
-    why = checks.mutated(a.w, a.cache, a.inputs, "timing")
+    why = checks.mutated(a, "timing")
     return (Status.INCORRECT, why) if why else None
 
 

@@ -119,8 +119,7 @@ def check_first(a: Attempt) -> None:
 
 
 def hard_inputs(a: Attempt) -> None:
-    a.why, a.res["hard_err_ratio"] = checks.hard_inputs(a.w, a.step, a.inputs, a.cache, a.device, a.seed, a.dist,
-                                                       a.tol, a.fresh)
+    a.why, a.res["hard_err_ratio"] = checks.hard_inputs(a)
 
 
 def probe(a: Attempt) -> None:
@@ -157,10 +156,10 @@ def late_probe(a: Attempt) -> None:
 
 
 def recheck(a: Attempt) -> None:
-    a.why = checks.recheck(a.w, a.timed.replay, a.inputs, a.cache, a.device, a.seed, a.dist, a.tol, a.fresh)
+    a.why = checks.recheck(a)
 
 
 def confirm_cache(a: Attempt) -> None:
     """A host that stalled through every call on new values looks like a cache: confirm it at one
     moment, each call on new values followed by one on the same values again."""
-    a.fresh, a.same = checks.fresh_and_same(a.w, a.timed.replay, a.inputs, a.device, a.seed, a.dist)
+    a.fresh, a.same = checks.fresh_and_same(a)
