@@ -52,13 +52,13 @@ def transfer_table(a, all_modes_only: bool = False) -> TextTable:
                   ["from", "to", "mode", "n", "unav", "median", "p95", "sep n", "median", "p95"],
                   right=frozenset(range(3, 10)))
     rows = a.transfer.rows
-    modes = {(r["source"], r["target"], r["mode"]) for r in rows}
+    modes = {(r.source, r.target, r.mode) for r in rows}
     for r in rows:
-        if all_modes_only and r["mode"] != "all" and (r["source"], r["target"], "all") in modes:
+        if all_modes_only and r.mode != "all" and (r.source, r.target, "all") in modes:
             continue
-        x, s = r["all"], r["separated"]
-        t.add(r["source"], r["target"], _mode(r["mode"]), x["n"], x["unavailable"], num(x["median"], ".3f"),
-              num(x["p95"], ".3f"), s["n"], num(s["median"], ".3f"), num(s["p95"], ".3f"))
+        x, s = r.all, r.separated
+        t.add(r.source, r.target, _mode(r.mode), x.n, x.unavailable, num(x.median, ".3f"), num(x.p95, ".3f"), s.n,
+              num(s.median, ".3f"), num(s.p95, ".3f"))
     return t
 
 
@@ -66,25 +66,25 @@ def pairs_table(a) -> TextTable:
     t = TextTable("Winner changes (shared workloads; sep: separated on both sides)",
                   ["a", "b", "mode", "shared", "changed", "sep n", "changed", "note"], right=frozenset(range(3, 7)))
     for r in a.pairs.rows:
-        notes = [n for n, on in (("floor", r["noise_floor"]), ("n<5", r["too_small"])) if on]
-        t.add(r["a"], r["b"], _mode(r["mode"]), r["shared"], f"{r['changed']} ({pct(r['rate'])})", r["separated"],
-              f"{r['changed_separated']} ({pct(r['rate_separated'])})", "; ".join(notes) or "-")
+        notes = [n for n, on in (("floor", r.noise_floor), ("n<5", r.too_small)) if on]
+        t.add(r.a, r.b, _mode(r.mode), r.shared, f"{r.changed} ({pct(r.rate)})", r.separated,
+              f"{r.changed_separated} ({pct(r.rate_separated)})", "; ".join(notes) or "-")
     return t
 
 
 def noise_floor_lines(a) -> list[str]:
     """Per pair of sides that differ by nothing the analysis can name: its change rate and transfer cost."""
     out = []
-    transfer = {(r["source"], r["target"], r["mode"]): r for r in a.transfer.rows}
+    transfer = {(r.source, r.target, r.mode): r for r in a.transfer.rows}
     floors = a.pairs.noise_floor
-    overall = {(p["a"], p["b"]) for p in floors if p["mode"] == "all"}
+    overall = {(p.a, p.b) for p in floors if p.mode == "all"}
     for p in floors:
-        if p["mode"] != "all" and (p["a"], p["b"]) in overall:
+        if p.mode != "all" and (p.a, p.b) in overall:
             continue
-        costs = [transfer.get((x, y, p["mode"])) for x, y in ((p["a"], p["b"]), (p["b"], p["a"]))]
-        p95 = " / ".join(num(c["all"]["p95"], ".3f") for c in costs if c)
-        out.append(f"noise floor ({p['a']} vs {p['b']}: one device model, one toolkit): the winner changes on "
-                   f"{pct(p['rate'])} of {p['shared']} workloads, {pct(p['rate_separated'])} of {p['separated']} "
+        costs = [transfer.get((x, y, p.mode)) for x, y in ((p.a, p.b), (p.b, p.a))]
+        p95 = " / ".join(num(c.all.p95, ".3f") for c in costs if c)
+        out.append(f"noise floor ({p.a} vs {p.b}: one device model, one toolkit): the winner changes on "
+                   f"{pct(p.rate)} of {p.shared} workloads, {pct(p.rate_separated)} of {p.separated} "
                    f"separated ones; transfer cost p95 {p95}")
     return out
 

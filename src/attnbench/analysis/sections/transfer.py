@@ -1,7 +1,7 @@
 """Section `transfer`: the cost of one side's winner on another, per ordered pair of sides and mode."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ..transfer import transfer_table
 from .basis import Basis
@@ -10,20 +10,44 @@ NAME = "transfer"
 
 
 @dataclass(frozen=True)
-class Transfer:
-    """Records of analysis/transfer.py transfer_table: source, target, mode, and for `all` matched
-    workloads and the `separated` ones each n, unavailable, compared, median, p95, max and the cost
-    distribution (bin -> workloads)."""
+class Cost:
+    """Transfer costs over a set of matched workloads (analysis/transfer.py)."""
 
-    rows: list[dict]
+    n: int  # matched workloads
+    unavailable: int  # of those, where the source's winner has no OK row on the target
+    compared: int  # the rest: a cost each
+    median: float | None
+    p95: float | None
+    max: float | None
+    distribution: dict  # cost bin (transfer.COST_BINS) -> workloads
+    host_bound: int  # workloads with a host-bound winner on either side
+    clock_low: int  # workloads with a winner timed at a low SM clock on either side
+
+
+@dataclass(frozen=True)
+class TransferRow:
+    """One ordered pair of sides and mode ('all': every mode): costs over every matched workload, and over
+    those whose source winner is separated."""
+
+    source: str
+    target: str
+    mode: str
+    all: Cost
+    separated: Cost
+
+
+@dataclass(frozen=True)
+class Transfer:
+    rows: list[TransferRow]
 
     def to_json(self) -> list[dict]:
-        return self.rows
+        return [asdict(r) for r in self.rows]
 
     def pairs(self) -> set[tuple[str, str]]:
         """The ordered pairs of sides compared."""
-        return {(r["source"], r["target"]) for r in self.rows}
+        return {(r.source, r.target) for r in self.rows}
 
 
 def compute(b: Basis, done: dict) -> Transfer:
-    return Transfer(transfer_table(b.matched))
+    return Transfer([TransferRow(r["source"], r["target"], r["mode"], Cost(**r["all"]), Cost(**r["separated"]))
+                     for r in transfer_table(b.matched)])

@@ -41,10 +41,10 @@ def _headlines(ctx: Context, overviews: dict) -> str:
         mode = MODE_NAMES.get(s.mode, s.mode)
         items.append((f"{s.separated}/{s.contested}", f"separated {mode} winners",
                       f"lead ≥ 1.10× and bootstrap lower bound > 1 ({pct(s.fraction)}), {where}"))
-    for p in [p for p in ctx.data.analysis.pairs.rows if p["mode"] == "all"][:3]:
-        floor = "noise floor: one GPU model and toolkit" if p["noise_floor"] else "across stores"
-        items.append((f"{p['changed']}/{p['shared']}", f"winner changes, {p['a']} vs {p['b']}",
-                      f"{p['changed_separated']} of {p['separated']} separated on both; {floor}"))
+    for p in [p for p in ctx.data.analysis.pairs.rows if p.mode == "all"][:3]:
+        floor = "noise floor: one GPU model and toolkit" if p.noise_floor else "across stores"
+        items.append((f"{p.changed}/{p.shared}", f"winner changes, {p.a} vs {p.b}",
+                      f"{p.changed_separated} of {p.separated} separated on both; {floor}"))
     for label, o in overviews.items():
         if o.get("wall_over_timed"):
             items.append((f"×{o['wall_over_timed']:.1f}", f"sweep wall time over timed samples ({label})",

@@ -51,14 +51,14 @@ def _pairs(ctx: Context) -> str:
     rows = ctx.data.analysis.pairs.rows
     if not rows:
         return ""
-    frame = pd.DataFrame([{"pair": f"{p['a']} vs {p['b']}", **{k: p[k] for k in (
+    frame = pd.DataFrame([{"pair": f"{p.a} vs {p.b}", **{k: getattr(p, k) for k in (
         "mode", "shared", "changed", "rate", "separated", "changed_separated", "rate_separated", "too_small",
         "noise_floor")}} for p in rows])
     title = "Winner-change rate per pair of stores, all shared workloads against those separated on both"
     caption = (f"A pair changes winner on a workload measured in both when their fastest contestants differ. Pairs "
                f"with fewer than {MIN_RATE_N} workloads separated on both sides are hatched: too few to read as a "
                "rate. " + ("Every pair here is one GPU model and one toolkit: these rates are the noise floor."
-                           if all(p["noise_floor"] for p in rows) else ""))
+                           if all(p.noise_floor for p in rows) else ""))
     fig = ctx.figs.add(change_rates(frame, title), frame, "winner-changes", title,
                        f"stores {', '.join(ctx.data.labels)}; every mode and per mode; matched workloads", caption)
     cols = [Col("pair", "pair"), Col("mode", "mode"), Col("shared", "shared", numeric=True),
@@ -75,15 +75,15 @@ def _transfer(ctx: Context) -> str:
     rows = ctx.data.analysis.transfer.rows
     if not rows:
         return ""
-    modes = {r["mode"] for r in rows}
+    modes = {r.mode for r in rows}
     data = []
     for r in rows:
-        if r["mode"] == "all" and len(modes) > 1:
+        if r.mode == "all" and len(modes) > 1:
             continue  # the per-mode panels hold every workload once
-        a = r["all"]
-        for b, n in a["distribution"].items():
-            data.append({"pair": f"{r['source']} → {r['target']}", "mode": r["mode"], "bin": b, "workloads": n,
-                         "median": a["median"], "p95": a["p95"], "unavailable": a["unavailable"]})
+        a = r.all
+        for b, n in a.distribution.items():
+            data.append({"pair": f"{r.source} → {r.target}", "mode": r.mode, "bin": b, "workloads": n,
+                         "median": a.median, "p95": a.p95, "unavailable": a.unavailable})
     frame = pd.DataFrame(data)
     title = "Transfer cost of each store's winner on another store, per mode"
     caption = ("Cost: the time on the target of the backend that won on the source, over the target's fastest (1: "
@@ -93,11 +93,10 @@ def _transfer(ctx: Context) -> str:
                        f"stores {', '.join(ctx.data.labels)}; every matched workload", caption)
     recs = []
     for r in rows:
-        a, s = r["all"], r["separated"]
-        recs.append({"source": r["source"], "target": r["target"], "mode": r["mode"], "n": a["n"],
-                     "unavailable": a["unavailable"], "median": a["median"], "p95": a["p95"], "max": a["max"],
-                     "sep_n": s["n"], "sep_median": s["median"], "sep_p95": s["p95"],
-                     "sep_unavailable": s["unavailable"]})
+        a, s = r.all, r.separated
+        recs.append({"source": r.source, "target": r.target, "mode": r.mode, "n": a.n, "unavailable": a.unavailable,
+                     "median": a.median, "p95": a.p95, "max": a.max, "sep_n": s.n, "sep_median": s.median,
+                     "sep_p95": s.p95, "sep_unavailable": s.unavailable})
     cols = [Col("source", "from"), Col("target", "to"), Col("mode", "mode"),
             Col("n", "matched", numeric=True), Col("unavailable", "unavailable on target", numeric=True),
             Col("median", "median cost", f3, numeric=True), Col("p95", "p95 cost", f3, numeric=True),
