@@ -11,6 +11,7 @@ import pytest
 from attnbench import record
 from attnbench.backends.base import DeviceInfo
 from attnbench.backends.registry import load_plugin_file
+from attnbench.measure import telemetry
 from attnbench.runner import attempt
 from attnbench.runner.executors.base import Outcome, Placement
 from attnbench.runner.planner import plan
@@ -56,7 +57,7 @@ def attempt_of(name: str, w: Workload = PREFILL):
 
 def measure(name: str, w: Workload, monkeypatch) -> dict:
     """What a worker reports for one attempt, with NVML readings as a GPU host would give them."""
-    monkeypatch.setattr(attempt.telemetry, "Telemetry", FakeTelemetry)
+    monkeypatch.setattr(telemetry, "Telemetry", FakeTelemetry)
     # the dtype's own tolerance: a fixed 3x is bf16's, and float32 on an AVX2-only CPU scored 3.23x on outliers
     spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0, "timing": FAST}
     return attempt.run(spec, fakes()[name], attempt.WorkloadCache())

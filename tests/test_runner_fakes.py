@@ -16,7 +16,7 @@ import pytest
 from attnbench.backends.base import Backend, DeviceInfo
 from attnbench.backends.registry import load_plugin_file
 from attnbench.measure import correctness
-from attnbench.runner import attempt, gates
+from attnbench.runner import attempt, checks, gates
 from attnbench.runner.planner import plan
 from attnbench.workloads import Workload
 from attnbench.workloads.grids import load_yaml_grid
@@ -889,6 +889,6 @@ def test_the_confirmation_at_one_moment_decides_a_cache_not_the_checks_calls_alo
     # the checks' calls on new values were all slow (a host that stalled through each of them looks
     # like a cache): the verdict waits for new and same values timed back to back, here alike
     assert run_one("fake-cached-by-version", PREFILL)["status"] == "IMPLAUSIBLE"
-    monkeypatch.setattr(attempt, "_fresh_and_same", lambda *a, **k: ([41.0, 40.0, 42.0], [40.0, 39.0, 41.0]))
+    monkeypatch.setattr(checks, "fresh_and_same", lambda *a, **k: ([41.0, 40.0, 42.0], [40.0, 39.0, 41.0]))
     res = run_one("fake-cached-by-version", PREFILL)
     assert res["status"] == "OK", res["reason"]
