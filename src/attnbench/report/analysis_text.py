@@ -113,8 +113,8 @@ def dispatch_table(a) -> TextTable:
     t = TextTable("Dispatch: kernel families seen", ["side", "backend", "reached", "families", "mismatch", "probed"],
                   right=frozenset({2, 4, 5}))
     for r in a.dispatch.rows:
-        t.add(r["side"], r["backend"], r["reached"], ", ".join(r["families"]) or "-", f"{r['mismatch_pct']:.0f}%",
-              f"{r['probed_pct']:.0f}%")
+        t.add(r.side, r.backend, r.reached, ", ".join(r.families) or "-", f"{r.mismatch_pct:.0f}%",
+              f"{r.probed_pct:.0f}%")
     return t
 
 
@@ -123,8 +123,8 @@ def correctness_table(a) -> TextTable:
                   ["side", "backend", "dtype", "checked", "max abs err", "min cosine", "max err ratio"],
                   right=frozenset({3, 4, 5, 6}))
     for r in a.correctness.rows:
-        t.add(r["side"], r["backend"], r["dtype"], f"{r['checked']}/{r['rows']}", num(r["max_abs_err"], ".2e"),
-              num(r["min_cosine"], ".6f"), num(r["max_err_ratio"], ".2f"))
+        t.add(r.side, r.backend, r.dtype, f"{r.checked}/{r.rows}", num(r.max_abs_err, ".2e"), num(r.min_cosine, ".6f"),
+              num(r.max_err_ratio, ".2f"))
     return t
 
 
@@ -133,8 +133,8 @@ def efficiency_table(a) -> TextTable:
                   ["side", "mode", "winners", "metric", "median % ceiling", "median % roofline", "memory-bound"],
                   right=frozenset({2, 4, 5, 6}))
     for r in a.efficiency.summary:
-        t.add(r["side"], _mode(r["mode"]), r["winners"], r["metric"], num(r["median_pct_ceiling"], ".0f"),
-              num(r["median_roofline_pct"], ".0f"), r["memory_bound"])
+        t.add(r.side, _mode(r.mode), r.winners, r.metric, num(r.median_pct_ceiling, ".0f"),
+              num(r.median_roofline_pct, ".0f"), r.memory_bound)
     return t
 
 
@@ -150,12 +150,12 @@ def side_lines(a) -> list[str]:
                 d[k] = d.get(k, 0) + int(v)
     worst: dict[str, float] = {}
     for r in a.correctness.rows:
-        if r["max_err_ratio"] is not None:
-            worst[r["side"]] = max(worst.get(r["side"], 0.0), r["max_err_ratio"])
+        if r.max_err_ratio is not None:
+            worst[r.side] = max(worst.get(r.side, 0.0), r.max_err_ratio)
     eff: dict[str, list[str]] = {}
     for r in a.efficiency.summary:
-        if r["median_pct_ceiling"] is not None:
-            eff.setdefault(r["side"], []).append(f"{r['mode']} {r['median_pct_ceiling']:.0f}%")
+        if r.median_pct_ceiling is not None:
+            eff.setdefault(r.side, []).append(f"{r.mode} {r.median_pct_ceiling:.0f}%")
     for side, d in status.items():
         out.append(f"{side}: " + ", ".join(f"{k} {v}" for k, v in sorted(d.items()))
                    + f"; worst error ratio {num(worst.get(side), '.2f', 'not checked')}"

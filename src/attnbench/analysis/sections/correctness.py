@@ -1,7 +1,7 @@
 """Section `correctness`: how far each backend's OK rows are from float64, per side and dtype."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 
@@ -15,15 +15,26 @@ def number(v) -> float | None:
 
 
 @dataclass(frozen=True)
-class Correctness:
-    """Per side, backend and dtype over OK rows: `rows`, `checked` (imported rows were not), the largest
-    `max_abs_err`, the lowest `min_cosine`, the largest and median error ratio against the same-dtype
-    unfused reference (`max_err_ratio`, `median_err_ratio`)."""
+class Checked:
+    """One side, backend and dtype, over its OK rows."""
 
-    rows: list[dict]
+    side: str
+    backend: str
+    dtype: str
+    rows: int  # OK rows
+    checked: int  # of those, checked against float64 (imported rows were not)
+    max_abs_err: float | None  # the largest
+    min_cosine: float | None  # the lowest
+    max_err_ratio: float | None  # error over the same-dtype unfused reference's: the largest
+    median_err_ratio: float | None
+
+
+@dataclass(frozen=True)
+class Correctness:
+    rows: list[Checked]
 
     def to_json(self) -> list[dict]:
-        return self.rows
+        return [asdict(r) for r in self.rows]
 
 
 def compute(b: Basis, done: dict) -> Correctness:
@@ -31,9 +42,8 @@ def compute(b: Basis, done: dict) -> Correctness:
     out = []
     for (side, backend, dtype), g in ok.groupby(["side", "backend", "dtype"], sort=True):
         err = pd.to_numeric(g["err_ratio"], errors="coerce")
-        out.append({"side": side, "backend": backend, "dtype": dtype, "rows": int(len(g)),
-                    "checked": int(err.notna().sum()),
-                    "max_abs_err": number(pd.to_numeric(g["max_abs_err"], errors="coerce").max()),
-                    "min_cosine": number(pd.to_numeric(g["cosine"], errors="coerce").min()),
-                    "max_err_ratio": number(err.max()), "median_err_ratio": number(err.median())})
+        out.append(Checked(side, backend, dtype, int(len(g)), int(err.notna().sum()),
+                           number(pd.to_numeric(g["max_abs_err"], errors="coerce").max()),
+                           number(pd.to_numeric(g["cosine"], errors="coerce").min()), number(err.max()),
+                           number(err.median())))
     return Correctness(out)

@@ -1,7 +1,7 @@
 """Section `dispatch`: the kernel families each backend was seen to run, and how often it ran another."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ..stats import json_list
 from .basis import Basis
@@ -10,15 +10,23 @@ NAME = "dispatch"
 
 
 @dataclass(frozen=True)
-class Dispatch:
-    """Per side and backend, over attempts that reached the dispatch probe: `reached`, the kernel
-    `families` seen, `mismatch_pct` (DISPATCH_MISMATCH) and `probed_pct` (the rest: the profiler failed,
-    or imported rows)."""
+class Seen:
+    """One side and backend, over its attempts that reached the dispatch probe."""
 
-    rows: list[dict]
+    side: str
+    backend: str
+    reached: int  # attempts that got as far as the probe
+    families: list[str]  # kernel families seen, sorted
+    mismatch_pct: float  # % DISPATCH_MISMATCH
+    probed_pct: float  # % actually probed (the rest: the profiler failed, or imported rows)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    rows: list[Seen]
 
     def to_json(self) -> list[dict]:
-        return self.rows
+        return [asdict(r) for r in self.rows]
 
 
 def compute(b: Basis, done: dict) -> Dispatch:
@@ -27,7 +35,6 @@ def compute(b: Basis, done: dict) -> Dispatch:
     out = []
     for (side, backend), g in reached.groupby(["side", "backend"], sort=True):
         fams = sorted({f for v in g["dispatch_families"] for f in json_list(v) if isinstance(f, str)})
-        out.append({"side": side, "backend": backend, "reached": int(len(g)), "families": fams,
-                    "mismatch_pct": 100.0 * float((g["status"] == "DISPATCH_MISMATCH").mean()),
-                    "probed_pct": 100.0 * float((g["dispatch_status"] == "probed").mean())})
+        out.append(Seen(side, backend, int(len(g)), fams, 100.0 * float((g["status"] == "DISPATCH_MISMATCH").mean()),
+                        100.0 * float((g["dispatch_status"] == "probed").mean())))
     return Dispatch(out)

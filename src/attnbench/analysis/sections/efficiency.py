@@ -2,7 +2,7 @@
 side and mode."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,15 +16,29 @@ NAME = "efficiency"
 
 
 @dataclass(frozen=True)
-class Efficiency:
-    """`rows`: per contest winner (efficiency_rows); `summary`: per side and mode, the winners, those with a
-    ceiling, the metric, the median % of ceiling and of the roofline, and how many are memory-bound."""
+class ModeSummary:
+    """The winners of one side and mode."""
 
-    summary: list[dict]
+    side: str
+    mode: str
+    winners: int
+    with_ceiling: int  # winners whose device has a measured ceiling
+    metric: str  # TFLOP/s, or GB/s for decode
+    median_pct_ceiling: float | None
+    median_roofline_pct: float | None
+    memory_bound: int  # winners left of the ridge
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """`summary`: per side and mode; `rows`: per contest winner (efficiency_rows: its throughput, % of
+    ceiling, intensity, ridge, bound and % of roofline beside the contest's columns)."""
+
+    summary: list[ModeSummary]
     rows: list[dict]
 
     def to_json(self) -> dict:
-        return {"summary": self.summary, "rows": self.rows}
+        return {"summary": [asdict(s) for s in self.summary], "rows": self.rows}
 
 
 def efficiency_rows(won: pd.DataFrame, ceilings: dict) -> list[dict]:
@@ -56,7 +70,7 @@ def efficiency_rows(won: pd.DataFrame, ceilings: dict) -> list[dict]:
     return records(pd.DataFrame(out))
 
 
-def summary(rows: list[dict]) -> list[dict]:
+def summary(rows: list[dict]) -> list[ModeSummary]:
     """Per side and mode: winners with a ceiling, median % of ceiling and of the roofline."""
     if not rows:
         return []
@@ -65,10 +79,9 @@ def summary(rows: list[dict]) -> list[dict]:
     for (side, mode), g in f.groupby(["side", "mode"], sort=True):
         pct = pd.to_numeric(g["pct_ceiling"], errors="coerce").dropna()
         roof = pd.to_numeric(g["roofline_pct"], errors="coerce").dropna()
-        out.append({"side": side, "mode": mode, "winners": int(len(g)), "with_ceiling": int(len(pct)),
-                    "metric": g["metric"].iloc[0], "median_pct_ceiling": number(pct.median() if len(pct) else np.nan),
-                    "median_roofline_pct": number(roof.median() if len(roof) else np.nan),
-                    "memory_bound": int((g["bound"] == "memory").sum())})
+        out.append(ModeSummary(side, mode, int(len(g)), int(len(pct)), g["metric"].iloc[0],
+                               number(pct.median() if len(pct) else np.nan),
+                               number(roof.median() if len(roof) else np.nan), int((g["bound"] == "memory").sum())))
     return out
 
 

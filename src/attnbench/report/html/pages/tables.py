@@ -2,6 +2,8 @@
 winners' efficiency, and every attempt that did not end OK with its reason."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from ....status import ORDER
 from ...texttable import workload_text
 from ..context import Context
@@ -22,7 +24,7 @@ def _outcomes(ctx: Context) -> str:
 
 
 def _dispatch(ctx: Context) -> str:
-    rows = [{**r, "families": ", ".join(r["families"])} for r in ctx.data.analysis.dispatch.rows]
+    rows = [{**asdict(r), "families": ", ".join(r.families)} for r in ctx.data.analysis.dispatch.rows]
     p = lambda v: f"{v:.1f}%"  # noqa: E731
     cols = [Col("side", "store"), Col("backend", "backend"),
             Col("reached", "reached the probe", numeric=True, title="attempts that got as far as the dispatch probe"),
@@ -33,7 +35,7 @@ def _dispatch(ctx: Context) -> str:
 
 
 def _correctness(ctx: Context) -> str:
-    rows = [{**r, "checked_of": f"{r['checked']}/{r['rows']}"} for r in ctx.data.analysis.correctness.rows]
+    rows = [{**asdict(r), "checked_of": f"{r.checked}/{r.rows}"} for r in ctx.data.analysis.correctness.rows]
     cols = [Col("side", "store"), Col("backend", "backend"), Col("dtype", "dtype"),
             Col("checked_of", "checked / OK rows"),
             Col("max_abs_err", "max abs err", lambda v: f"{v:.2e}", numeric=True),
@@ -46,7 +48,7 @@ def _correctness(ctx: Context) -> str:
 
 
 def _efficiency(ctx: Context) -> str:
-    rows = ctx.data.analysis.efficiency.summary
+    rows = [asdict(s) for s in ctx.data.analysis.efficiency.summary]
     p = lambda v: f"{v:.0f}%"  # noqa: E731
     cols = [Col("side", "store"), Col("mode", "mode"), Col("winners", "winners", numeric=True),
             Col("metric", "metric"), Col("with_ceiling", "with a ceiling", numeric=True),
