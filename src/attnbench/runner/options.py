@@ -76,8 +76,9 @@ class RunOptions:
         from .executors.local import LocalConfig
 
         return LocalConfig(plugins=list(self.plugins), timeout_s=self.timeout_s, seed=self.seed, tol=self.tol,
-                           inputs=self.inputs, timing=self.timing(), log_path=self.log_path, strict_isolation=self.strict_isolation,
-                           log_level=self.log_level, **self.cache.worker_config())
+                           inputs=self.inputs, timing=self.timing(), log_path=self.log_path,
+                           strict_isolation=self.strict_isolation, log_level=self.log_level,
+                           **self.cache.worker_config())
 
 
 def make_executor(options: RunOptions) -> Executor:

@@ -7,7 +7,8 @@ from .. import console
 from ..usage import DEFAULT_DB, UsageError
 
 NAME = "export"
-HELP = "write the attempts (or runs) table to jsonl, csv or parquet; a name ending in .gz is gzip-compressed (jsonl, csv)"
+HELP = ("write the attempts (or runs) table to jsonl, csv or parquet; a name ending in .gz is gzip-compressed "
+        "(jsonl, csv)")
 DESCRIPTION = ("Write a table of a store to a file, every column of docs/schema.md, raw samples included, so a "
                "result stands alone. The file appears complete or not at all; an export never overwrites a store.")
 

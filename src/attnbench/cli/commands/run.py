@@ -58,7 +58,8 @@ def add_arguments(r) -> None:
     r.add_argument("--where", action="append", metavar="AXIS=V1,V2",
                    help="keep only workloads whose AXIS is one of the values; repeatable; AXIS is any workload "
                         f"field ({', '.join(AXIS_NAMES)}), e.g. --where launch=graph --where batch=1,8")
-    r.add_argument("--causal", choices=("true", "false", "both"), default="both", help="keep causal, non-causal or both")
+    r.add_argument("--causal", choices=("true", "false", "both"), default="both",
+                   help="keep causal, non-causal or both")
     r.add_argument("--dtype", type=csv_list, help="keep only these dtypes, e.g. bf16,fp16")
     r.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="seconds per attempt, compile included, before the worker is killed (default 300)")
@@ -189,8 +190,8 @@ def _worker_log_level(verbose: int) -> int:
 
 
 def _ray_errors(fn, *args):
-    """fn(*args), a Ray cluster that cannot serve the run (executors/ray.py ClusterError) as a usage error."""
-    from ...runner.executors.ray import ClusterError  # imports no Ray itself
+    """fn(*args), a Ray cluster that cannot serve the run (executors/ray_cluster.py ClusterError) as a usage error."""
+    from ...runner.executors.ray_cluster import ClusterError  # imports no Ray itself
 
     try:
         return fn(*args)
