@@ -1,4 +1,4 @@
-"""The executor seam (runner/executor.py) and the run conductor (runner/conduct.py), with a fake
+"""The executor seam (runner/executors/base.py) and the run conductor (runner/conduct.py), with a fake
 executor that runs nothing: what any executor (local workers, every GPU of a host, Ray) gets and
 must give back."""
 from __future__ import annotations

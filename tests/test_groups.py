@@ -1,4 +1,4 @@
-"""The lane loop (runner/groups.py) with simulated lanes: a lane that loses its device puts the
+"""The lane loop (runner/executors/groups.py) with simulated lanes: a lane that loses its device puts the
 group's unfinished attempts back; they run exactly once, on another lane or after a recovery."""
 from __future__ import annotations
 

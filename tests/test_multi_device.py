@@ -1,4 +1,4 @@
-"""The multi-device executor (runner/multi.py) on fake CPU devices: sharding whole (repeat, workload)
+"""The multi-device executor (runner/executors/multi.py) on fake CPU devices: sharding whole (repeat, workload)
 groups, --replicate, one writer, interrupt and resume, core pinning, and run --dry-run's ETA.
 
 In-process: each device's workers are simulated (a LocalExecutor whose attempts return at once).

@@ -1,4 +1,4 @@
-"""The Ray executor (runner/ray_exec.py) on CPU: a local Ray instance with fake CPU devices (the
+"""The Ray executor (runner/executors/ray.py) on CPU: a local Ray instance with fake CPU devices (the
 custom resource attnbench_cpu_device), real attempts through actors that own warm workers.
 
 (a) a small grid over two actors: one row per attempt, the local executor's statuses;
