@@ -392,6 +392,49 @@ def test_plugin_without_attend_is_unsupported(mcli, tmp_path):
     assert rows["sdpa-flash"]["status"] == "OK"  # the baseline always runs
 
 
+BROKEN = '''
+import os
+import time
+
+from attnbench.backends.reference import Reference
+
+class Hangs(Reference):
+    def attend(self, q, k, v, **kw):
+        while True:
+            time.sleep(1)
+
+class KillsItsWorker(Reference):
+    def attend(self, q, k, v, **kw):
+        os._exit(3)
+
+BACKENDS = [Hangs(name="model-hang", family="plugin"), KillsItsWorker(name="model-crash", family="plugin")]
+'''
+
+
+def test_a_hang_is_timeout_a_dead_worker_crash_and_the_run_goes_on_and_resumes(mcli, tmp_path):
+    """Model steps run in workers: a step that hangs is killed at --timeout (TIMEOUT), one that kills its
+    worker is CRASH; the backends after them still get their rows, compared against the baseline's; a
+    second run measures nothing again."""
+    plugin = tmp_path / "broken.py"
+    plugin.write_text(BROKEN)
+    db = tmp_path / "m.sqlite"
+    argv = ("model", "--db", db, "--plugin", plugin, "--steps", "prefill", "--timeout", "10",
+            "--backends", "sdpa-flash,model-hang,model-crash,reference", *FAST)
+    res = mcli(*argv)
+    assert res.rc == 0, res.err
+    rows = _stored(db)
+    assert [(r["backend"], r["status"]) for r in rows] == [
+        ("sdpa-flash", "OK"), ("model-hang", "TIMEOUT"), ("model-crash", "CRASH"), ("reference", "OK")]
+    assert "10" in rows[1]["reason"] and rows[1]["samples_us"] is None and rows[2]["reason"]
+    assert rows[3]["baseline"] == "sdpa-flash" and rows[3]["measured_speedup"] > 0
+    assert "TIMEOUT" in res.out and "CRASH" in res.out
+    res = mcli(*argv)
+    assert res.rc == 0, res.err
+    assert _stored(db) == rows  # resumed: no row measured twice, none replaced
+    runs = sqlite3.connect(str(db)).execute("SELECT run_id FROM runs").fetchall()
+    assert len(runs) == 2 and {r["run_id"] for r in rows} == {runs[0][0]}
+
+
 def test_unsupported_combinations_are_rows(mcli, tmp_path):
     db = tmp_path / "m.sqlite"
     res = mcli("model", "--db", db, "--steps", "decode", "--launch", "graph", "--backends", "sdpa-flash", *FAST)
@@ -430,6 +473,7 @@ BAD = [
     (["--dtype", "fp64"], "invalid choice"),
     (["--tol", "-1"], "--tol must be positive"),
     (["--max-time", "0"], "--max-time must be positive"),
+    (["--timeout", "0"], "--timeout must be positive"),
     (["--tag", " "], "--tag is empty"),
     (["--device", "tpu"], "bad --device"),
     (["--kernel-db", "{d}/absent.sqlite"], "store not found"),

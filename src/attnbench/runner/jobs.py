@@ -87,7 +87,7 @@ ATTEMPT = JobType(
     delete_failed=Store.delete_failed, walls=Store.ok_walls)
 MODEL_STEP = JobType(
     "model_step", jobs_model.ModelStep, record.MODEL_STEPS,
-    plan=lambda ex, req: jobs_model.plan(req, ex.started.device),
+    plan=lambda ex, req: ex.plan_jobs(lambda dev, device_id: jobs_model.plan(req, dev, device_id)),
     message=jobs_model.message, work=_model_work, cache=_spec_cache,
     run_columns=lambda prov, req: toolkit_columns(prov),
     row_maker=jobs_model.ModelRows, done=_model_done, insert=_model_insert,

@@ -172,6 +172,7 @@ def worker_main(conn, plugins: list[str], parent: int, log_level: int = logging.
         if op == "provenance":
             try:
                 conn.send({"ok": True, "provenance": run_provenance(msg["device"], msg["seed"], plugins,
+                                                                       msg.get("ceilings", True),
                                                                        compile_cache=msg.get("compile_cache"))})
             except Exception as e:
                 conn.send({"ok": False, "error": f"{type(e).__name__}: {e}"})

@@ -172,7 +172,8 @@ def run(args) -> int:
     log = db.with_name(db.name + ".log")
     executor = LocalExecutor(LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin],
                                          timeout_s=args.timeout, seed=args.seed, tol=args.tol,
-                                         timing=TimingConfig.for_device(device, args.max_time), log_path=str(log)),
+                                         timing=TimingConfig.for_device(device, args.max_time), log_path=str(log),
+                                         ceilings=False),  # only attempts' gates read them
                              device)
     store = Store(db)
     try:

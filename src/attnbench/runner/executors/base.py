@@ -99,9 +99,15 @@ class Executor:
     def plan(self, workloads: list[Workload], backends: list[Backend], repeats: int, tag: str, seed: int,
              inputs: str = "normal") -> list[Attempt]:
         """Every attempt of the sweep, planned against the started device's facts."""
+        return self.plan_jobs(lambda dev, device_id: planner.plan(workloads, backends, dev, repeats, tag, seed,
+                                                                  inputs, device_id))
+
+    def plan_jobs(self, plan_on: Callable[[DeviceInfo, str | None], list]) -> list:
+        """Every job of a run (attempts, model steps: runner/jobs.py), planned by plan_on(device facts,
+        device identity for the keys or None) on the started device."""
         if self.started is None:
             raise RuntimeError("plan() before start()")
-        return planner.plan(workloads, backends, self.started.device, repeats, tag, seed, inputs)
+        return plan_on(self.started.device, None)
 
     def placement_for(self, attempt: Attempt) -> Placement:
         """Where a planned-out attempt (never run) is recorded as placed."""

@@ -10,6 +10,7 @@ from typing import Iterable
 from ...backends.base import Backend, DeviceInfo
 from ...measure.timing import TimingConfig
 from ...status import Status
+from .. import jobs
 from ..planner import Attempt
 from ..supervisor import Worker, WorkerGone, WorkerTimeout
 from .base import Claim, Executor, Outcome, Placement, Sink, Started, take_all
@@ -36,6 +37,7 @@ class LocalConfig:
     run_cache: str | None = None
     run_cache_resumed: bool = False  # run_cache held an interrupted run's compiled code when this run began
     run_cache_kept: bool = True  # run_cache outlives the run (the sweep's); False: the caller removes it at the end
+    ceilings: bool = True  # measure the device's ceilings at start (the attempts' plausibility gates read them)
 
 
 def worker_slot(backend, strict_isolation: bool = False) -> str | None:
@@ -68,10 +70,8 @@ class LocalExecutor(Executor):
         self.cache_dir = cfg.compile_cache or cfg.run_cache or self._fresh_cache.name
 
     def _spec(self, a: Attempt) -> dict:
-        """The worker's message for one attempt."""
-        return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": self.device,
-                "seed": self.cfg.seed, "tol": self.cfg.tol, "inputs": self.cfg.inputs,
-                "timing": self.cfg.timing.__dict__, "repeat": a.repeat}
+        """The worker's message for one job (an attempt, a model step): its job type builds it."""
+        return jobs.message(a, self.device, self.cfg)
 
     def _slot(self, backend) -> str | None:
         return worker_slot(backend, self.cfg.strict_isolation)
@@ -183,7 +183,8 @@ class LocalExecutor(Executor):
         # until the sweep has finished), which is what lets a later repeat in a later part skip its compiles
         kept = bool(self.cfg.compile_cache) or (bool(self.cfg.run_cache) and self.cfg.run_cache_kept)
         cache = {"kind": kind, "dir": self.cache_dir, "kept": kept}
-        res = w.call({"op": "provenance", "device": device, "seed": self.cfg.seed, "compile_cache": cache}, 600)
+        res = w.call({"op": "provenance", "device": device, "seed": self.cfg.seed, "compile_cache": cache,
+                      "ceilings": self.cfg.ceilings}, 600)
         if not res.get("ok"):
             raise RuntimeError(f"provenance collection failed: {res.get('error')}")
         self.charge("provenance", time.perf_counter() - t0)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Hashable, Iterable
 
 from ...backends.base import DeviceInfo
-from .. import planner
 from ..planner import Attempt
 from .base import Claim, Executor, Placement, Sink, take_all
 from .groups import Lane, drive, group_queues
@@ -65,20 +64,19 @@ class PooledExecutor(Executor):
     def after_run(self) -> None:
         """Called once the lanes have ended (however run() ends)."""
 
-    def plan(self, workloads, backends, repeats, tag, seed, inputs="normal") -> list[Attempt]:
+    def plan_jobs(self, plan_on) -> list:
         """Sharded: each device model's plan, on that model's facts. Replicate: each lane's plan."""
         if self.started is None:
             raise RuntimeError("plan() before start()")
         out = []
         if self.replicate:
             for i in range(len(self._placements)):
-                mine = planner.plan(workloads, backends, self.device_info(i), repeats, tag, seed, inputs,
-                                    self.device_id(i))
+                mine = plan_on(self.device_info(i), self.device_id(i))
                 self._queue.update((a.key, i) for a in mine)
                 out += mine
         else:
             for name, i in self._models.items():
-                mine = planner.plan(workloads, backends, self.device_info(i), repeats, tag, seed, inputs)
+                mine = plan_on(self.device_info(i), None)
                 self._queue.update((a.key, name) for a in mine)
                 out += mine
         return out
