@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
+from pathlib import Path
 
 from rich.markup import escape
 
@@ -120,7 +121,7 @@ def run(args) -> int:
     executor = make_executor(options)
     if args.dry_run:
         return _dry_run(executor, req, options)
-    session = RunSession(options.db, options.db.with_name(options.db.name + ".log"), options.cache)
+    session = RunSession(options.db, Path(options.log_path), options.cache)
     try:
         try:
             with SweepProgress(console.err) as prog:
