@@ -13,13 +13,13 @@ from attnbench.model.steps import StepSpec
 from attnbench.runner import jobs
 from attnbench.runner.jobs_model import ModelRequest, ModelStep, plan, row_key
 from attnbench.status import Status
+from test_ray_executor import cluster  # noqa: F401  (the module's local Ray instance, for the Ray test)
 
 BACKENDS = {b.name: b for b in builtin()}
 
 
-def _req(specs, names=("reference", "sdpa-flash"), **over) -> ModelRequest:
-    return ModelRequest(get_config("tiny"), specs, [BACKENDS[n] for n in names], "sdpa-flash", "cpu", "fp32",
-                        **over)
+def _req(specs, names=("reference", "sdpa-flash"), device="cpu") -> ModelRequest:
+    return ModelRequest(get_config("tiny"), specs, [BACKENDS[n] for n in names], "sdpa-flash", device, "fp32")
 
 
 def test_row_keys_are_those_of_stored_rows():
@@ -100,3 +100,30 @@ def test_model_steps_run_through_the_multi_device_executor(tmp_path):
         mine = {r["backend"]: r for r in rows if r["device_index"] == d}
         assert mine["reference"]["measured_speedup"] == pytest.approx(
             mine["sdpa-flash"]["median_us"] / mine["reference"]["median_us"])
+
+
+@pytest.mark.slow
+def test_model_steps_run_through_the_ray_executor(cluster, tmp_path):
+    """Sharded over two fake CPU devices of a local Ray instance: the keys of a one-device plan, each
+    step's rows on one actor, the run's rows as the local executor writes them."""
+    from test_ray_executor import CPU2, config
+
+    from attnbench.runner.conduct import conduct
+    from attnbench.runner.executors.ray import RayExecutor
+    from attnbench.store import model_rows
+    from attnbench.store.db import Store
+
+    req = _req([StepSpec("prefill", 1, 16), StepSpec("decode", 1, 16)], device="cpu:0,cpu:1")
+    store = Store(tmp_path / "m.sqlite")
+    try:
+        report = conduct(RayExecutor(config(tmp_path, ceilings=False), CPU2), store, req)
+        rows = model_rows.rows(store.con)
+    finally:
+        store.close()
+    one_device = {j.key for j in plan(req, DeviceInfo("cpu", rows[0]["device_name"]))}
+    assert report.counts == {"OK": 4} and {r["row_key"] for r in rows} == one_device
+    by_step = {}
+    for r in rows:
+        by_step.setdefault(r["step"], set()).add(r["device_index"])
+    assert all(len(v) == 1 for v in by_step.values())  # a step's backends share one actor
+    assert all(r["measured_speedup"] for r in rows)  # compared against the baseline's row

@@ -20,6 +20,8 @@ from .sink import attempt_row, toolkit_columns
 
 @dataclass(frozen=True)
 class JobType:
+    """One kind of job, from its plan to its stored row; the runner's parts call through it."""
+
     op: str  # the worker message's op
     job: type  # the class of its jobs
     table: record.Table  # where its rows go

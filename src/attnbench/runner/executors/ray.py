@@ -54,8 +54,8 @@ class _ActorLane:
         self._get(self.actor.enter_repeat.remote(repeat, sorted(slots, key=str)))
 
     def run_attempt(self, a: Attempt) -> Outcome:
-        measured, wall_s = self._get(self.actor.run_attempt.remote(a.key, a.workload.to_dict(), a.backend.name,
-                                                                   a.repeat))
+        # any job type's job (runner/jobs.py) travels as a value without its backend, loaded in the actor by name
+        measured, wall_s = self._get(self.actor.run_attempt.remote(replace(a, backend=None), a.backend.name))
         return Outcome(a, measured, wall_s, self.owner.placements[self.i])
 
     def stop_workers(self) -> None:

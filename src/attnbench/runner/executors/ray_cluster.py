@@ -7,7 +7,6 @@ import socket
 from dataclasses import replace
 from typing import Callable
 
-from ..planner import Attempt
 from .base import Placement
 from .local import LocalConfig, LocalExecutor
 
@@ -47,9 +46,9 @@ def check_reachable(address: str) -> None:
 
 
 class DeviceActor:
-    """Runs inside a Ray actor: a LocalExecutor for the actor's device. Attempts arrive as plain
-    values (key, workload, backend name, repeat) and the backends are loaded here, so plugin classes
-    never travel by pickle."""
+    """Runs inside a Ray actor: a LocalExecutor for the actor's device. Jobs arrive as values without
+    their backend (its name beside them) and the backends are loaded here, so plugin classes never
+    travel by pickle."""
 
     def __init__(self, cfg: LocalConfig, torch_device: str, make: Callable[..., LocalExecutor] | None = None):
         from ...backends.registry import all_backends
@@ -72,10 +71,9 @@ class DeviceActor:
     def enter_repeat(self, repeat: int, slots: list) -> None:
         self.ex.enter_repeat(repeat, set(slots))
 
-    def run_attempt(self, key: str, workload: dict, backend: str, repeat: int) -> tuple[dict, float]:
-        from ...workloads import Workload
-
-        o = self.ex.run_attempt(Attempt(key, Workload.from_dict(workload), self.backends[backend], repeat))
+    def run_attempt(self, job, backend: str) -> tuple[dict, float]:
+        """One job (an attempt, a model step: runner/jobs.py) sent without its backend, named by `backend`."""
+        o = self.ex.run_attempt(replace(job, backend=self.backends[backend]))
         return o.measured, o.wall_s
 
     def stop_workers(self) -> None:
