@@ -462,7 +462,7 @@ def test_workers_of_a_repeat_start_together(monkeypatch):
     """Every worker a repeat needs is started before the first one is waited for, so their start-up
     overlaps; nothing is timed while they start."""
     from attnbench.backends.registry import select
-    from attnbench.runner import local as local_mod
+    from attnbench.runner.executors import local as local_mod
     from attnbench.runner.executors.local import LocalConfig, LocalExecutor
     from attnbench.workloads.grids import get_grid
 
@@ -561,7 +561,7 @@ def test_close_stops_every_worker_before_waiting_for_any():
 
 
 def test_an_interrupted_prestart_leaves_no_started_worker(monkeypatch):
-    from attnbench.runner import local as local_mod
+    from attnbench.runner.executors import local as local_mod
     from attnbench.runner.executors.local import LocalConfig, LocalExecutor
 
     events = []
@@ -591,7 +591,7 @@ def test_an_interrupted_prestart_leaves_no_started_worker(monkeypatch):
 
 def test_first_repeat_workers_start_together_and_are_ready_before_the_provenance(monkeypatch):
     from attnbench.backends.registry import select
-    from attnbench.runner import local as local_mod
+    from attnbench.runner.executors import local as local_mod
     from attnbench.runner.executors.local import LocalConfig, LocalExecutor
 
     events = []
@@ -666,7 +666,7 @@ def test_a_resumed_sweep_keeps_the_workers_started_for_the_provenance(monkeypatc
     """Repeat 0 already stored: the workers started with the provenance serve repeat 1 (they are
     fresh processes); only the next repeat gets new ones."""
     from attnbench.backends.registry import select
-    from attnbench.runner import local as local_mod
+    from attnbench.runner.executors import local as local_mod
     from attnbench.runner.conduct import RunRequest, conduct
     from attnbench.runner.executors.local import LocalConfig, LocalExecutor
     from attnbench.store.db import Store
