@@ -48,8 +48,8 @@ for i in "${!STEP_ARGS[@]}"; do
   if [ "${COLD:-0}" = 1 ]; then
     timeout ${MODEL_LIMIT:-200} $MODEL ${STEP_ARGS[$i]} --db "$MDB" --kernel-db "$KDB" 2>&1 | grep -v '^ *$' | tail -40
   else
-    TORCHINDUCTOR_CACHE_DIR=$CACHE/inductor TRITON_CACHE_DIR=$CACHE/triton \
-      timeout ${MODEL_LIMIT:-200} $MODEL ${STEP_ARGS[$i]} --db "$MDB" --kernel-db "$KDB" 2>&1 | grep -v '^ *$' | tail -40
+    timeout ${MODEL_LIMIT:-200} $MODEL ${STEP_ARGS[$i]} --db "$MDB" --kernel-db "$KDB" --compile-cache "$CACHE" 2>&1 \
+      | grep -v '^ *$' | tail -40
   fi
 done
 

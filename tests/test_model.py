@@ -482,6 +482,7 @@ BAD = [
     (["--db", "{d}"], "store path is a directory"),
     (["--plugin", "{d}/absent.py"], "plugin file not found"),
     (["--kernel-grid", "{d}/no/dir/k.yaml"], "--kernel-grid"),
+    (["--compile-cache", "{d}/not_a_store.txt"], "--compile-cache"),
 ]
 
 

@@ -71,6 +71,9 @@ def add_arguments(m) -> None:
     m.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="seconds a step x backend may take, first step and checks included, before its worker is "
                         "killed and the row is TIMEOUT (default 600)")
+    m.add_argument("--compile-cache", metavar="DIR",
+                   help="compiler cache of compile-based backends' workers, kept for later runs (as attnbench run's; "
+                        "default: a fresh one for this run)")
     m.add_argument("--show", action="store_true", help="print the table of the rows already in --db (of --tag) and "
                                                        "exit; measures nothing, opens the store read-only")
 
@@ -166,6 +169,9 @@ def run(args) -> int:
     db = Path(args.db)
     if not args.db.strip() or not db.parent.exists():
         raise UsageError(f"directory of --db does not exist: {db.parent}")
+    cache = Path(args.compile_cache) if args.compile_cache else None
+    if cache is not None and ((cache.exists() and not cache.is_dir()) or not cache.parent.exists()):
+        raise UsageError(f"--compile-cache {cache} is not a directory that exists or can be made")
     kernel_frame = _kernel_frame(args, db)  # a bad --kernel-db is refused before the store is opened
     req = ModelRequest(cfg, specs, backends, args.baseline, device, dtype, args.seed, args.tag, kernel_frame,
                        shlex.join(["attnbench"] + list(args.argv)))
@@ -173,6 +179,7 @@ def run(args) -> int:
     executor = LocalExecutor(LocalConfig(plugins=[str(Path(p).resolve()) for p in args.plugin],
                                          timeout_s=args.timeout, seed=args.seed, tol=args.tol,
                                          timing=TimingConfig.for_device(device, args.max_time), log_path=str(log),
+                                         compile_cache=str(cache.resolve()) if cache else None,
                                          ceilings=False),  # only attempts' gates read them
                              device)
     store = Store(db)
