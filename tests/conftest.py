@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tiers import FULL, full_entry
+
 HERE = Path(__file__).resolve().parent
 FAKES = str(HERE / "plugins" / "fakes.py")
 ALL_FAKES = ("fake-good,fake-crash,fake-hang,fake-oom,fake-wrong,fake-unwritten,fake-liar,fake-refuses,"
@@ -31,6 +33,32 @@ workloads:
   - {mode: prefill, batch: 1, q_heads: 2, kv_heads: 1, head_dim: 16, seqlen: 32, dtype: fp32}
   - {mode: decode, batch: 1, q_heads: 2, kv_heads: 1, head_dim: 16, seqlen: 64, dtype: fp32}
 """
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the marker must be there when it looks
+def pytest_collection_modifyitems(config, items):
+    """Mark `full` the tests tiers.FULL names (the default run deselects them: pyproject's addopts)."""
+    matched = set()
+    for item in items:
+        entry = full_entry(item.nodeid)
+        if entry:
+            item.add_marker(pytest.mark.full)
+            matched.add(entry)
+    modules = {item.nodeid.split("::", 1)[0]: getattr(item, "module", None) for item in items}
+
+    def gone(entry: str) -> bool:  # its file was collected and has no such test (whatever -k or ids selected)
+        path, name = entry.split("::", 1)
+        module = modules.get(path)
+        return module is not None and not hasattr(module, name.split("[", 1)[0])
+
+    config._attnbench_stale_tiers = sorted(e for e in FULL if e not in matched and gone(e))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    stale = getattr(config, "_attnbench_stale_tiers", [])
+    if stale:  # a renamed test runs in the default tier until tiers.FULL names it again
+        terminalreporter.write_line("tests/tiers.py names tests that no longer exist: " + ", ".join(stale),
+                                    yellow=True)
 
 
 @pytest.fixture

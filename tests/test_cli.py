@@ -604,6 +604,7 @@ def test_a_run_stopped_while_starting_leaves_an_existing_store_as_it_was(cli, tm
     assert res.rc == 130 and db.exists() and rows_of(db) == []
 
 
+@pytest.mark.slow
 def test_a_sweeps_compiler_cache_is_kept_beside_its_store_until_the_sweep_has_finished(cli, tmp_path, monkeypatch):
     """An interrupted run leaves its compiler cache (<db>.compile-cache) for the resumed run, which loads
     what the first compiled (provenance: kind 'resumed') and removes it once every attempt has a row; a
@@ -625,7 +626,7 @@ def test_a_sweeps_compiler_cache_is_kept_beside_its_store_until_the_sweep_has_fi
         raise KeyboardInterrupt
 
     argv = ("run", "--config", tmp_path / "tiny.yaml", "--repeats", "1", "--device", "cpu", "--backends", "reference",
-            "--db", db)
+            "--max-time", "0.05", "--db", db)
     monkeypatch.setattr(LocalExecutor, "run", run_one_then_interrupt)
     res = cli(*argv)
     assert res.rc == 130 and f"compiled code kept for the resume: {cache}" in res.err

@@ -273,9 +273,11 @@ def test_bad_options_of_every_command_exit_2_and_change_nothing(cli, store_file,
     assert digest(store_file) == before and listing(tmp_path) == files
 
 
+@pytest.mark.slow
 def test_a_run_that_leaves_attempts_claimed_by_another_run_says_how_many(cli, tmp_path):
     db = tmp_path / "s.sqlite"
-    argv = ("run", "--grid", "smoke", "--backends", "reference", "--repeats", "1", "--db", db)
+    argv = ("run", "--grid", "smoke", "--where", "mode=prefill", "--where", "causal=false", "--backends", "reference",
+            "--repeats", "1", "--max-time", "0.05", "--db", db)
     assert cli(*argv).rc == 0
     con = sqlite3.connect(db)
     key, = con.execute("SELECT attempt_key FROM attempts LIMIT 1").fetchone()

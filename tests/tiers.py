@@ -1,0 +1,71 @@
+"""The full tier: tests the default run (`python -m pytest -q`) leaves out, each with the default test that covers its path.
+
+pyproject's addopts deselect `-m full`; `python -m pytest -q -m full` runs only these, `-m "full or not full"` all;
+CI (.ci/run) runs both tiers. A test lands here when it repeats, end to end (spawned workers, a second CLI
+process, a compile), a path a default test already takes, or is one more case of an exhaustive
+parametrization; what it adds is a second executor, a second seed, a second dtype. Names are node ids
+(a `*` matches within them); conftest marks the matching tests `full` and names, in the summary, an
+entry that no longer matches a test of a collected file (a renamed test falls back into the default tier).
+"""
+from __future__ import annotations
+
+import re
+
+FULL = {
+    # ---- resume and claims: test_resume::test_kill_9_then_resume and the claim tests of test_store_safety
+    "tests/test_resume.py::test_two_runs_sharing_a_store_measure_each_attempt_once":
+        "claims: test_store_safety (claims keep two runs apart; a run beside a claimed attempt)",
+    "tests/test_multi_device.py::test_an_interrupt_kills_a_busy_device_and_resume_completes_the_plan":
+        "resume: test_resume kill -9; interrupt of a lane: test_multi_device interrupt-then-resume (in process)",
+    "tests/test_multi_device.py::test_two_cpu_devices_replicate":
+        "replicate planning: test_replicate_runs_every_attempt_once_per_device; spawned lanes: the shard test",
+    # ---- Ray: test_two_actors_run_a_grid_with_the_local_executors_statuses stays in the default tier
+    "tests/test_ray_executor.py::test_a_killed_driver_resumes_to_one_row_per_attempt":
+        "resume: test_resume kill -9 (the local executor); Ray placement: the two-actors test",
+    "tests/test_ray_executor.py::test_an_actor_killed_mid_attempt_has_its_attempts_run_again[*]":
+        "a lost lane's attempts put back: test_multi_device interrupt-then-resume (in process)",
+    # ---- compiler caches and environment of the workers
+    "tests/test_runner_fakes.py::test_a_later_repeat_loads_what_jax_compiled_in_an_earlier_one":
+        "the run's cache reaches the workers: test_compile_workers_use_the_runs_own_compiler_cache",
+    "tests/test_runner_fakes.py::test_compile_workers_use_the_runs_own_compiler_cache[True-None]":
+        "a named cache: test_cli's compiler-cache test and the [False-None] case",
+    "tests/test_runner_fakes.py::test_compile_workers_use_the_runs_own_compiler_cache[False-cpu:0,cpu:1]":
+        "the [False-None] case (one device)",
+    "tests/test_runner_fakes.py::test_compiler_workers_compile_in_process_unless_the_user_says_otherwise[3-3]":
+        "the [None-1] case (the same path, the default value)",
+    # ---- one more sweep of what the module's fake sweep and in-process attempts cover
+    "tests/test_runner_fakes.py::test_sweep_mutating_backend_does_not_poison_the_next":
+        "test_correct_backends_sharing_a_worker_after_a_mutating_one_stay_ok (in process) and the fake sweep",
+    "tests/test_runner_fakes.py::test_a_bug_in_one_head_of_eight_is_caught_whatever_slices_the_seed_picks[*-[2345]]":
+        "seeds 0 and 1 of both modes",
+    "tests/test_cli.py::test_run_and_show_through_the_installed_command":
+        "the installed command: test_bad_input_from_the_installed_command, test_help_from_the_installed_command; "
+        "run then show: the in-process CLI tests",
+    "tests/test_startup.py::test_run_as_a_program_counts_its_start_up_from_the_process_start":
+        "the start-up ledger: test_run_called_from_python_counts_from_the_call; a process's age: "
+        "test_a_processs_age_is_read_from_proc",
+    # ---- model steps: test_command_runs_stores_and_resumes stays in the default tier
+    "tests/test_model.py::test_tiny_model_agrees_with_float64_compiled[*-bf16-*]":
+        "the fp32 cases of the compiled backends and the bf16 cases of the eager ones",
+    "tests/test_model.py::test_prediction_from_a_kernel_store":
+        "the prediction's arithmetic: test_amdahl_arithmetic, test_compare_and_kernel_lookup",
+    "tests/test_model_rows_io.py::test_rows_of_a_real_model_run_round_trip_and_reach_the_report":
+        "the model rows' export, import and page: the other tests of test_model_rows_io and test_html_report",
+}
+
+
+def _pattern(entry: str) -> re.Pattern:
+    parts = re.split(r"(\*|\[2345\])", entry)
+    return re.compile("".join(".*" if p == "*" else "[2345]" if p == "[2345]" else re.escape(p) for p in parts))
+
+
+PATTERNS = {entry: _pattern(entry) for entry in FULL}
+
+
+def full_entry(nodeid: str) -> str | None:
+    """The FULL entry that names this test (or its parametrization), None when it is in the default tier."""
+    base = nodeid.split("[", 1)[0]
+    for entry, pattern in PATTERNS.items():
+        if pattern.fullmatch(nodeid) or entry == base:
+            return entry
+    return None
