@@ -380,6 +380,7 @@ def test_a_version_7_store_is_migrated_and_keeps_its_rows(tmp_path):
     s.close()
 
 
+@pytest.mark.slow
 def test_run_stores_appending_rows_and_show_filters_them(tmp_path, capsys):
     from attnbench.cli.main import main
     from attnbench.store.db import Store

@@ -438,6 +438,7 @@ def test_nonsense_tolerance_is_a_usage_error(cli, tmp_path, tol):
     assert res.rc == 2, res.out
 
 
+@pytest.mark.slow
 def test_export_runs_and_gzip_attempts_then_import_both(cli, tmp_path):
     from attnbench.cli.main import main
 
@@ -545,6 +546,7 @@ def test_backends_json_lists_kernel_families_per_device_type(cli):
         assert by[b.name]["kernel_patterns"] == [f.name for f in b.kernel_patterns], b.name
 
 
+@pytest.mark.slow
 def test_min_time_samples_every_ok_row_for_at_least_the_floor_and_records_it(tmp_path):
     """A CPU run with --min-time 0.05: every OK row's samples x calls add up to 50 ms at least (its
     median converged long before), and the run's provenance holds the rule's settings."""

@@ -336,6 +336,7 @@ def mcli(cli, monkeypatch):
 FAST = ["--device", "cpu", "--max-time", "0.02"]
 
 
+@pytest.mark.slow
 def test_command_runs_stores_and_resumes(mcli, tmp_path):
     db = tmp_path / "m.sqlite"
     res = mcli("model", "--db", db, "--steps", "prefill,decode", "--backends", "sdpa-flash,reference", *FAST)
@@ -356,6 +357,7 @@ def test_command_runs_stores_and_resumes(mcli, tmp_path):
     assert res.rc == 0 and len(_stored(db)) == 4  # resumed: nothing measured twice
 
 
+@pytest.mark.slow
 def test_prediction_from_a_kernel_store(mcli, tmp_path):
     """Kernel rows of the step's attention shape on this device give s, the prediction and the gap."""
     from attnbench.store.db import Store
@@ -380,6 +382,7 @@ def test_prediction_from_a_kernel_store(mcli, tmp_path):
     assert ref["gap"] == pytest.approx(ref["measured_speedup"] / ref["predicted_speedup"] - 1)
 
 
+@pytest.mark.slow
 def test_plugin_without_attend_is_unsupported(mcli, tmp_path):
     plugin = tmp_path / "noattend.py"
     plugin.write_text(PLUGIN)
@@ -435,6 +438,7 @@ def test_a_hang_is_timeout_a_dead_worker_crash_and_the_run_goes_on_and_resumes(m
     assert len(runs) == 2 and {r["run_id"] for r in rows} == {runs[0][0]}
 
 
+@pytest.mark.slow
 def test_unsupported_combinations_are_rows(mcli, tmp_path):
     db = tmp_path / "m.sqlite"
     res = mcli("model", "--db", db, "--steps", "decode", "--launch", "graph", "--backends", "sdpa-flash", *FAST)

@@ -636,6 +636,7 @@ def test_xformers_attend_and_capability(monkeypatch):
     assert "up to compute capability 9.0" in b.supports(w_(dtype="bf16"), blackwell)
 
 
+@pytest.mark.slow
 def test_jax_release_drops_its_pool_and_the_next_call_still_runs():
     """Between workloads jax's compiled functions and client (its memory pool) are dropped; a later
     workload compiles and runs again; a backend never used releases nothing."""

@@ -353,6 +353,7 @@ def test_tables_show_page_size_only_where_it_varies():
 
 # ---- end to end: run, store, show --where -------------------------------------------------------
 
+@pytest.mark.slow
 def test_run_stores_paged_rows_and_show_filters_them(tmp_path, capsys):
     from attnbench.cli.main import main
     from attnbench.store.db import Store
