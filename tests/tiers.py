@@ -47,6 +47,11 @@ FULL = {
     # ---- model steps: test_command_runs_stores_and_resumes stays in the default tier
     "tests/test_model.py::test_tiny_model_agrees_with_float64_compiled[*-bf16-*]":
         "the fp32 cases of the compiled backends and the bf16 cases of the eager ones",
+    "tests/test_model.py::test_a_hang_is_timeout_a_dead_worker_crash_and_the_run_goes_on_and_resumes":
+        "the workers' timeout, crash and resume: the fake sweep and test_resume; model steps through the "
+        "workers: test_command_runs_stores_and_resumes",
+    "tests/test_model_jobs.py::test_model_steps_run_through_the_ray_executor":
+        "model steps on pooled lanes: test_model_steps_run_through_the_multi_device_executor; Ray: the two-actors test",
     "tests/test_model.py::test_prediction_from_a_kernel_store":
         "the prediction's arithmetic: test_amdahl_arithmetic, test_compare_and_kernel_lookup",
     "tests/test_model_rows_io.py::test_rows_of_a_real_model_run_round_trip_and_reach_the_report":
