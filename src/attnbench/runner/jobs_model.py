@@ -122,9 +122,10 @@ class ModelRows:
                   "device_name": p.device_name, "device_index": p.device_index, "wall_s": outcome.wall_s,
                   "created_at": utcnow(), **outcome.measured}
         row = record.MODEL_STEPS.finish(values)  # its median derived from the samples, for the comparison
-        if row["status"] == Status.OK.value:
-            self._compare(row, job, p.device_name, sink.store)
-        return row
+        if row["status"] != Status.OK.value:
+            return row
+        self._compare(row, job, p.device_name, sink.store)
+        return record.MODEL_STEPS.finish(row)  # what the comparison added is declared too
 
     def _compare(self, values: dict, job: ModelStep, device_name: str, store) -> None:
         from ..model.amdahl import compare, kernel_medians
