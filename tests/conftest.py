@@ -37,11 +37,13 @@ workloads:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: the marker must be there when it looks
 def pytest_collection_modifyitems(config, items):
-    """Mark `full` the tests tiers.FULL names (the default run deselects them: pyproject's addopts)."""
+    """Mark `full` the tests tiers.FULL names (the default run deselects them: pyproject's addopts), except
+    those named on the command line by node id."""
     matched = set()
+    named = set(config.args)  # a test asked for by its node id runs, whatever its tier
     for item in items:
         entry = full_entry(item.nodeid)
-        if entry:
+        if entry and item.nodeid not in named and item.nodeid.split("[", 1)[0] not in named:
             item.add_marker(pytest.mark.full)
             matched.add(entry)
     modules = {item.nodeid.split("::", 1)[0]: getattr(item, "module", None) for item in items}
