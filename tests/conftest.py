@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tiers import FULL, full_entry
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # tiers.py beside this file, also when lab/tests is run alone
+from tiers import FULL, full_entry  # noqa: E402
+
 FAKES = str(HERE / "plugins" / "fakes.py")
 ALL_FAKES = ("fake-good,fake-crash,fake-hang,fake-oom,fake-wrong,fake-unwritten,fake-liar,fake-refuses,"
              "fake-raises,fake-mutates")

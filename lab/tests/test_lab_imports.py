@@ -24,7 +24,7 @@ def _attnbench_imports(path: Path) -> list[tuple[str, str | None, int]]:
 
 def test_the_lab_has_scripts_that_import_attnbench():
     assert {p.name for p in SCRIPTS} >= {"sweep_parts.py", "graph_steps.py", "profile_attempt.py"}
-    assert all(_attnbench_imports(p) for p in SCRIPTS if p.name != "compile_cold_probe.py")
+    assert all(_attnbench_imports(p) for p in SCRIPTS if p.name not in ("compile_cold_probe.py", "before_after.py"))  # these two read exports with pandas alone
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
