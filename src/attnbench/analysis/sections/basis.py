@@ -2,7 +2,7 @@
 winners and the measured ceilings."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -37,3 +37,14 @@ class Basis:
         matched = costs(won, lines, include_references) if not won.empty else pd.DataFrame()
         ceilings = {(label, device): c for label, rs in runs.items() for device, c in ceilings_by_device(rs).items()}
         return cls(df, runs, dict(paths or {}), by, include_references, lines, won, matched, ceilings)
+
+
+@dataclass(frozen=True)
+class RowList:
+    """A section's result that is a list of records (dataclasses or dicts), one per table line: its JSON is
+    that list. Sections with more structure declare their own to_json."""
+
+    rows: list
+
+    def to_json(self) -> list[dict]:
+        return [asdict(r) if is_dataclass(r) else r for r in self.rows]

@@ -1,11 +1,11 @@
 """Section `correctness`: how far each backend's OK rows are from float64, per side and dtype."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 
-from .basis import Basis
+from .basis import Basis, RowList
 
 NAME = "correctness"
 
@@ -30,11 +30,8 @@ class Checked:
 
 
 @dataclass(frozen=True)
-class Correctness:
+class Correctness(RowList):
     rows: list[Checked]
-
-    def to_json(self) -> list[dict]:
-        return [asdict(r) for r in self.rows]
 
 
 def compute(b: Basis, done: dict) -> Correctness:

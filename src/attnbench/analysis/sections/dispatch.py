@@ -1,10 +1,10 @@
 """Section `dispatch`: the kernel families each backend was seen to run, and how often it ran another."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..stats import json_list
-from .basis import Basis
+from .basis import Basis, RowList
 
 NAME = "dispatch"
 
@@ -22,11 +22,8 @@ class Seen:
 
 
 @dataclass(frozen=True)
-class Dispatch:
+class Dispatch(RowList):
     rows: list[Seen]
-
-    def to_json(self) -> list[dict]:
-        return [asdict(r) for r in self.rows]
 
 
 def compute(b: Basis, done: dict) -> Dispatch:

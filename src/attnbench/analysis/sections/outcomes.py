@@ -4,19 +4,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..frames import records
-from .basis import Basis
+from .basis import Basis, RowList
 
 NAME = "outcomes"
 
 
 @dataclass(frozen=True)
-class Outcomes:
+class Outcomes(RowList):
     """One record per side, device_name and backend: the count of each status seen, and `attempts`."""
 
     rows: list[dict]
-
-    def to_json(self) -> list[dict]:
-        return self.rows
 
     def statuses(self) -> list[str]:
         """The status columns the records hold, by name."""

@@ -1,9 +1,9 @@
 """Section `sources`: each store's attempts, devices, toolkits, tags and host pace."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from .basis import Basis
+from .basis import Basis, RowList
 
 NAME = "sources"
 
@@ -25,11 +25,8 @@ class SourceFacts:
 
 
 @dataclass(frozen=True)
-class Sources:
+class Sources(RowList):
     rows: list[SourceFacts]  # one per label, in argument order
-
-    def to_json(self) -> list[dict]:
-        return [asdict(s) for s in self.rows]
 
 
 def run_host(run: dict) -> tuple[set[str], list[float]]:

@@ -1,10 +1,10 @@
 """Section `transfer`: the cost of one side's winner on another, per ordered pair of sides and mode."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..transfer import transfer_table
-from .basis import Basis
+from .basis import Basis, RowList
 
 NAME = "transfer"
 
@@ -37,11 +37,8 @@ class TransferRow:
 
 
 @dataclass(frozen=True)
-class Transfer:
+class Transfer(RowList):
     rows: list[TransferRow]
-
-    def to_json(self) -> list[dict]:
-        return [asdict(r) for r in self.rows]
 
     def pairs(self) -> set[tuple[str, str]]:
         """The ordered pairs of sides compared."""
