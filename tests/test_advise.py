@@ -26,7 +26,7 @@ def text(res) -> str:
 def test_the_winner_of_the_measured_workload_and_its_cost_elsewhere(cli, stores):
     out = text(cli("advise", *stores, "--workload", W1))
     assert "on home (GPU-H): measured" in out
-    assert "use a: 10.0 µs expected" in out and "lead separated: runner-up b 20.0 µs, 2.00x" in out
+    assert "use a: 10.0 µs measured (p5" in out and "lead separated: runner-up b 20.0 µs, 2.00x" in out
     assert "away GPU-A 1.50 b 10.0" in out  # a takes 15 where b takes 10
 
 

@@ -24,9 +24,17 @@ CATEGORICAL = tuple(n for n in NAMES if n not in SIZES)
 CONTEST = ["label", "device_name", "workload_key"]
 
 
+def same(stored, wanted) -> bool:
+    """Whether a stored field holds the wanted value: a stored causal 1 equals True, and a field the
+    store leaves empty (NaN, None) equals an unset one."""
+    if pd.isna(stored) and (wanted is None or pd.isna(wanted)):
+        return True
+    return bool(stored == wanted)
+
+
 def distance(row, wanted: dict) -> tuple[int, float]:
-    """(differing categorical fields, sum of |log2| size ratios); a stored causal 1 equals True."""
-    cats = sum(1 for n in CATEGORICAL if row[n] != wanted[n])
+    """(differing categorical fields, sum of |log2| size ratios)."""
+    cats = sum(1 for n in CATEGORICAL if not same(row[n], wanted[n]))
     sizes = sum(abs(math.log2(float(row[n]) / wanted[n])) for n in SIZES)
     return cats, sizes
 
@@ -39,8 +47,7 @@ def nearest(won: pd.DataFrame, wanted: Workload) -> tuple[pd.Series, list[dict]]
         return exact.iloc[0], []
     scores = [distance(r, w) for _, r in won.iterrows()]
     best = won.iloc[min(range(len(scores)), key=lambda i: (scores[i], str(won.iloc[i]["workload_key"])))]
-    differs = [{"field": n, "wanted": w[n], "measured": best[n]} for n in NAMES
-               if best[n] != w[n]]
+    differs = [{"field": n, "wanted": w[n], "measured": best[n]} for n in NAMES if not same(best[n], w[n])]
     return best, differs
 
 

@@ -1,6 +1,8 @@
 """`advise` rendered: the recommendation, how sure it is, and what it costs on the other stores."""
 from __future__ import annotations
 
+from rich.text import Text
+
 from .texttable import TextTable, num, to_rich, workload_text
 
 _ABBREV = {"batch": "B", "q_len": "Nq", "kv_len": "Nkv", "q_heads": "Hq", "kv_heads": "Hkv", "head_dim": "D",
@@ -9,6 +11,14 @@ _ABBREV = {"batch": "B", "q_len": "Nq", "kv_len": "Nkv", "q_heads": "Hq", "kv_he
 
 def _differs(differs: list[dict]) -> str:
     return ", ".join(f"{_ABBREV.get(d['field'], d['field'])} {d['measured']} (asked {d['wanted']})" for d in differs)
+
+
+def _measured_at(differs: list[dict]) -> str:
+    """Where the advised time was measured: "measured", or "measured at B16 Hkv32" for the nearest."""
+    if not differs:
+        return "measured"
+    return "measured at " + " ".join(f"{_ABBREV[d['field']]}{d['measured']}" if d["field"] in _ABBREV
+                                     else f"{d['field']}={d['measured']}" for d in differs)
 
 
 def _lead(a: dict) -> str:
@@ -23,7 +33,11 @@ def _lead(a: dict) -> str:
 
 
 def terminal(advice: dict) -> list:
-    """What `advise` prints."""
+    """What `advise` prints: plain text (names from the stores are never read as markup) and tables."""
+    return [Text(p) if isinstance(p, str) else p for p in _parts(advice)]
+
+
+def _parts(advice: dict) -> list:
     parts: list = [f"workload: {workload_text(advice['wanted'])}"]
     if not advice["advice"]:
         parts.append(f"no OK contestant in store {advice['home']}: nothing to advise")
@@ -37,7 +51,8 @@ def terminal(advice: dict) -> list:
                          f"(differs: {_differs(a['differs'])})")
         flags = [f for f, on in (("host-bound", a["host_bound"]), ("clock-low", a["clock_low"])) if on]
         kernel = f" ({a['kernel']})" if a.get("kernel") else ""
-        parts.append(f"use {a['backend']}{kernel}: {num(a['median_us'], '.1f')} µs expected (p5 "
+        # the nearest workload's time is what it measured there, not a forecast for the one asked
+        parts.append(f"use {a['backend']}{kernel}: {num(a['median_us'], '.1f')} µs {_measured_at(a['differs'])} (p5 "
                      f"{num(a['p5_us'], '.1f')}, p95 {num(a['p95_us'], '.1f')}, {a['repeats']} repeats)"
                      + (f" [{', '.join(flags)}]" if flags else ""))
         parts.append(_lead(a))

@@ -7,7 +7,7 @@ from ..usage import UsageError
 NAME = "advise"
 HELP = "the backend to use for one workload, and what it costs elsewhere"
 DESCRIPTION = ("The fastest backend for a workload on the first store (or the nearest measured workload, said as "
-               "such), its expected time, whether its lead is separated, the runner-up, and the cost of that "
+               "such), its time as measured there, whether its lead is separated, the runner-up, and the cost of that "
                "choice on every other store.")
 EPILOG = """\
 CONFIG.json is a Hugging-Face-style model config: num_attention_heads (Hq), num_key_value_heads
@@ -41,8 +41,10 @@ def run(args) -> int:
     from ...workloads import WorkloadError
     from ..workload_text import from_model, parse_workload
 
+    if args.workload is not None and not args.workload.strip():
+        raise UsageError('--workload is empty: name one, e.g. "prefill B=4 N=8192 Hq=32 Hkv=8 D=128 bf16 causal"')
     try:
-        wanted = parse_workload(args.workload) if args.workload else from_model(args.model, args)
+        wanted = parse_workload(args.workload) if args.workload is not None else from_model(args.model, args)
     except WorkloadError as e:
         raise UsageError(str(e)) from None
     data = sources.load(args.stores)
