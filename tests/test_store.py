@@ -11,6 +11,7 @@ from attnbench.store import io
 from attnbench.store.db import Store, StoreError
 from attnbench.store.schema import (ATTEMPT_COLUMNS, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION,
                                     markdown)
+from attnbench.workloads import Workload
 from conftest import make_row
 
 
@@ -29,8 +30,10 @@ def sample_rows() -> list[dict]:
                          err_ratio=None, ref_err=None, check_detail=None, dispatch_status=None,
                          dispatch_kernels=None, dispatch_families=None, calls_per_sample=None, converged=None,
                          timer=None, phases_s={}, samples_us=None, median_us=None, p95_us=None, wall_s=0.0))
+    decode = Workload(mode="decode", batch=1, q_len=1, kv_len=576, q_heads=4, kv_heads=2, head_dim=32, head_dim_v=32)
     rows.append(make_row(8, mode="decode", q_len=1, decode_append="excluded", device_index=0, peak_mem_bytes=123456,
-                         run_id="run-b", tag="other", sm_clock_mhz=1980.0, throttle="none", bytes=None))
+                         run_id="run-b", tag="other", sm_clock_mhz=1980.0, throttle="none", bytes=None,
+                         workload_key=decode.key()))  # the key of its fields, as import checks
     return rows
 
 

@@ -51,9 +51,9 @@ GOOD = {"device": "G", "backend": "fa", "mode": "prefill", "batch": 1, "seqlen":
 @pytest.mark.parametrize("change,text", [
     ({"median_us": None}, "no column median_us"),
     ({"color": "red"}, "unknown column 'color'"),
-    ({"mode": "prefil"}, "row 1: unknown mode 'prefil'"),
+    ({"mode": "prefil"}, "row 1, column mode: unknown mode 'prefil'"),
     ({"q_heads": 3, "kv_heads": 2}, "not a multiple"),
-    ({"median_us": -1}, "median_us must be a positive number"),
+    ({"median_us": -1}, "column median_us: must be a positive time"),
     ({"samples_us": "1 2 3"}, "is not the median of samples_us"),
     ({"role": "judge"}, "role must be"),
 ])

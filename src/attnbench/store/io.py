@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import model_rows
+from .. import record
+from . import meaning, model_rows
 from .db import Store, StoreError
 from .schema import ATTEMPT_COLUMNS, BACKFILL, JSON_COLUMNS, RUN_COLUMNS
 
@@ -199,10 +200,14 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
             why = _not_a_record(typed)
             if why:
                 raise StoreError(f"{p}: row {i + 1}: {why}")
-        elif table == model_rows.TABLE:
+        decoded = {c: json.loads(v) if c in t.json_columns and v is not None else v for c, v in typed.items()}
+        try:  # what the values mean, as every import path checks them (store/meaning.py)
+            meaning.check_row(decoded, record.TABLES[table]) if table in record.TABLES else meaning.check_run(decoded)
+        except meaning.RowError as e:
+            raise StoreError(f"{p}: row {i + 1}, {e}") from None
+        if table == model_rows.TABLE:
             try:
-                typed = model_rows.finish({c: json.loads(v) if c in t.json_columns and v is not None else v
-                                           for c, v in typed.items()})
+                typed = model_rows.finish(decoded)
             except model_rows.ModelRowError as e:
                 raise StoreError(f"{p}: row {i + 1}: {e}") from None
         out.append(typed)
@@ -232,6 +237,8 @@ def _typed(table: Table, col: str, v):
             return v
         return json.dumps(v)
     if t == "INTEGER":
+        if isinstance(v, float) and not v.is_integer():  # int() would cut 1.5 to 1 without a word
+            raise ValueError(f"{v!r} is not an integer")
         return int(v)
     if t == "REAL":
         return float(v)

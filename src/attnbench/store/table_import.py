@@ -25,13 +25,13 @@ import gzip
 import hashlib
 import json
 import math
-import statistics
 from pathlib import Path
 
 from .. import record
 from ..workloads import Workload, WorkloadError
 from ..workloads.axes import axis
 from ..workloads.cost import flops, io_bytes
+from . import meaning
 from .db import Store, StoreError, utcnow
 
 REQUIRED = ("backend", "mode", "batch", "q_heads", "head_dim", "dtype", "median_us")
@@ -39,7 +39,6 @@ OPTIONAL_AXES = ("kv_heads", "head_dim_v", "causal", "causal_align", "layout", "
                  "window", "decode_append")
 KNOWN = {"device", "device_name", "seqlen", "q_len", "kv_len", "repeat", "samples_us", "device_uuid",
          "torch_version", "tag", "role", "family", *REQUIRED, *OPTIONAL_AXES}
-MEDIAN_TOLERANCE = 0.01
 # what attnbench measures and another tool's table does not hold: NaN passes record.finish's
 # presence check and is written as NULL ("not measured"), never as a made-up number
 NOT_MEASURED = ("wall_s", "cold_start_us", "max_abs_err", "rmse", "cosine", "err_ratio", "ref_err")
@@ -66,35 +65,46 @@ def _read_csv(path: Path) -> list[dict]:
     return [{k: v.strip() for k, v in r.items() if v.strip() != ""} for r in df.to_dict(orient="records")]
 
 
+def _parse(r: dict, name: str, column: str | None = None):
+    """One axis value of a row's text, a bad one named by its column."""
+    try:
+        return axis(name).parse(r[column or name])
+    except WorkloadError as e:
+        raise meaning.RowError(column or name, str(e)) from None
+
+
 def _workload(r: dict) -> Workload:
-    fields = {n: axis(n).parse(r[n]) for n in ("mode", "batch", "q_heads", "head_dim", "dtype", *OPTIONAL_AXES)
-              if n in r}
+    fields = {n: _parse(r, n) for n in ("mode", "batch", "q_heads", "head_dim", "dtype", *OPTIONAL_AXES) if n in r}
     if "seqlen" in r:
-        n = axis("kv_len").parse(r["seqlen"])
+        n = _parse(r, "kv_len", "seqlen")
         fields.update(q_len=1 if fields["mode"] == "decode" else n, kv_len=n)
     for n in ("q_len", "kv_len"):
         if n in r:
-            fields[n] = axis(n).parse(r[n])
+            fields[n] = _parse(r, n)
     fields.setdefault("kv_heads", fields["q_heads"])
     fields.setdefault("head_dim_v", fields["head_dim"])
     if fields.get("causal") is False and "causal_align" not in fields:
         fields["causal_align"] = "bottom_right"
-    return Workload(**fields)
+    return meaning.workload(fields)  # a workload that cannot exist: named by the axis at fault
 
 
 def _samples(r: dict) -> list[float]:
+    """The raw samples of a row (a JSON list or space-separated), else [median_us]: checked as every import
+    checks them (store/meaning.py), the median against them."""
+    try:
+        median = float(r["median_us"])
+    except ValueError:
+        raise meaning.RowError("median_us", f"must be a positive time in µs, got {r['median_us']!r}") from None
     text = r.get("samples_us")
-    median = float(r["median_us"])
-    if not math.isfinite(median) or median <= 0:
-        raise ValueError(f"median_us must be a positive number, got {r['median_us']!r}")
     if text is None:
+        meaning.median_matches(median, [median])  # positive and finite
         return [median]
-    values = json.loads(text) if text.startswith("[") else text.replace(";", " ").split()
-    samples = [float(x) for x in values]
-    if not samples or any(not math.isfinite(x) or x <= 0 for x in samples):
-        raise ValueError("samples_us must be positive numbers")
-    if abs(statistics.median(samples) - median) > MEDIAN_TOLERANCE * median:
-        raise ValueError(f"median_us {median:g} is not the median of samples_us ({statistics.median(samples):g})")
+    try:
+        values = json.loads(text) if text.startswith("[") else [float(x) for x in text.replace(";", " ").split()]
+    except ValueError:
+        raise meaning.RowError("samples_us", f"must be a JSON list or space-separated times, got {text[:40]!r}") from None
+    samples = meaning.samples(values)
+    meaning.median_matches(median, samples)
     return samples
 
 
@@ -125,7 +135,9 @@ def attempt_row(r: dict, run_id: str, created: str) -> dict:
         float(io_bytes(w)), "device_name": device, "device_uuid": r.get("device_uuid"),
         "torch_version": r.get("torch_version"), "created_at": created, **{c: math.nan for c in NOT_MEASURED}}
     row = record.as_row(record.finish(values))
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+    row = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+    meaning.check_row(row)  # the checks of every import path, on the row as stored
+    return row
 
 
 def read_table(path: str | Path) -> tuple[list[dict], dict]:
@@ -144,6 +156,8 @@ def read_table(path: str | Path) -> tuple[list[dict], dict]:
             raise StoreError(f"{p}: row {i} has no {missing[0]}")
         try:
             row = attempt_row(r, run_id, created)
+        except meaning.RowError as e:
+            raise StoreError(f"{p}: row {i}, {e}") from None
         except (ValueError, WorkloadError, record.RecordError) as e:
             raise StoreError(f"{p}: row {i}: {e}") from None
         if row["attempt_key"] in seen:
