@@ -2,7 +2,7 @@
 Markdown renderers (report/analyze.py)."""
 from __future__ import annotations
 
-from .texttable import TextTable, num, pct, workload_text
+from .texttable import TextTable, load_text, num, pct, workload_text
 
 MODE_SHORT = {"train_fwd_bwd": "fwd+bwd", "train_fwd": "fwd"}
 PAIR_NOTE = ("floor: one device model and one toolkit on both sides, so its changes are the method's noise "
@@ -18,36 +18,51 @@ def _methods(m: dict) -> str:
     return " ".join(f"{short.get(k, k)} {v}" for k, v in sorted(m.items())) or "-"
 
 
-def sources_lines(a) -> list[str]:
-    """The stores, their devices, toolkits and host pace; the hosts' spread (host_pace) when it matters."""
+def sources_lines(a, names: dict | None = None) -> list[str]:
+    """The stores, their devices, toolkits, host pace and host load at start; the hosts' spread (host_pace)
+    when it matters. `names`: the short names the tables give the stores (a narrow terminal)."""
     out = [f"analyze by {a.by}: {len(a.sources.rows)} store(s); time = median of per-repeat medians"]
     for s in a.sources.rows:
         pace = s.host_op_us
         host = (f", host {pace[0]:.2f} us/op" if pace[0] == pace[1] else
                 f", host {pace[0]:.2f}-{pace[1]:.2f} us/op") if pace else ""
-        out.append(f"  {s.label}: {s.attempts} attempts, {', '.join(s.devices) or 'no device'}, "
-                   f"torch {', '.join(s.torch_versions) or '?'}{host}")
+        load = load_text(s.host_load, s.host_cpu_count)
+        alias = f"{names[s.label]} = " if names and a.by == "label" and s.label in names else ""
+        out.append(f"  {alias}{s.label}: {s.attempts} attempts, {', '.join(s.devices) or 'no device'}, "
+                   f"torch {', '.join(s.torch_versions) or '?'}{host}" + (f", {load}" if load else ""))
         if pace and s.runs_paced < s.runs:  # the others' hosts are unknown
             out.append(f"    host pace from {s.runs_paced} of its {s.runs} runs (the others did not record it)")
     note = a.host_pace
     if note:
         out.append(f"  the hosts differ {note.spread:.2f}x in eager-op pace ({note.min_us:.2f}-"
                    f"{note.max_us:.2f} us/op):")
-        out.append(f"  {note.host_bound_rows} host-bound eager rows compare hosts as much as devices")
+        out.append(f"  {note.host_bound_rows} host-bound eager rows compare hosts as much as devices"
+                   + (" (and a loaded host's eager rows are noisy: see each store's load at start)"
+                      if any(s.host_load for s in a.sources.rows) else ""))
+    if names and a.by != "label":
+        out.append(f"  the tables name each {a.by} by letter: "
+                   + "; ".join(f"{alias} = {side}" for side, alias in names.items()))
     return out
 
 
-def winners_table(a) -> TextTable:
+def _namer(names: dict | None):
+    """A side's name in a table: its short alias when `names` gives one (a narrow terminal), else itself."""
+    return (lambda side: names.get(side, side)) if names else (lambda side: side)
+
+
+def winners_table(a, names: dict | None = None) -> TextTable:
+    n_ = _namer(names)
     t = TextTable("Separated winners (>= 1.10x ahead, 95% bootstrap lower bound > 1)",
                   ["side", "mode", "contested", "separated", "bootstrap", "flagged"], right=frozenset({2, 3}))
     for s in a.winners.separated:
         flags = ", ".join(f"{n} {k}" for k, n in (("host-bound", s.host_bound), ("clock-low", s.clock_low)) if n)
-        t.add(s.side, _mode(s.mode), s.contested, f"{s.separated} ({pct(s.fraction)})", _methods(s.methods),
+        t.add(n_(s.side), _mode(s.mode), s.contested, f"{s.separated} ({pct(s.fraction)})", _methods(s.methods),
               flags or "-")
     return t
 
 
-def transfer_table(a, all_modes_only: bool = False) -> TextTable:
+def transfer_table(a, all_modes_only: bool = False, names: dict | None = None) -> TextTable:
+    n_ = _namer(names)
     t = TextTable("Transfer cost: time of the source's winner on the target over the target's fastest",
                   ["from", "to", "mode", "n", "unav", "median", "p95", "sep n", "median", "p95"],
                   right=frozenset(range(3, 10)))
@@ -57,17 +72,18 @@ def transfer_table(a, all_modes_only: bool = False) -> TextTable:
         if all_modes_only and r.mode != "all" and (r.source, r.target, "all") in modes:
             continue
         x, s = r.all, r.separated
-        t.add(r.source, r.target, _mode(r.mode), x.n, x.unavailable, num(x.median, ".3f"), num(x.p95, ".3f"), s.n,
-              num(s.median, ".3f"), num(s.p95, ".3f"))
+        t.add(n_(r.source), n_(r.target), _mode(r.mode), x.n, x.unavailable, num(x.median, ".3f"), num(x.p95, ".3f"),
+              s.n, num(s.median, ".3f"), num(s.p95, ".3f"))
     return t
 
 
-def pairs_table(a) -> TextTable:
+def pairs_table(a, names: dict | None = None) -> TextTable:
+    n_ = _namer(names)
     t = TextTable("Winner changes (shared workloads; sep: separated on both sides)",
                   ["a", "b", "mode", "shared", "changed", "sep n", "changed", "note"], right=frozenset(range(3, 7)))
     for r in a.pairs.rows:
         notes = [n for n, on in (("floor", r.noise_floor), ("n<5", r.too_small)) if on]
-        t.add(r.a, r.b, _mode(r.mode), r.shared, f"{r.changed} ({pct(r.rate)})", r.separated,
+        t.add(n_(r.a), n_(r.b), _mode(r.mode), r.shared, f"{r.changed} ({pct(r.rate)})", r.separated,
               f"{r.changed_separated} ({pct(r.rate_separated)})", "; ".join(notes) or "-")
     return t
 

@@ -3,6 +3,11 @@ name to what it shows of it (a section without an entry shows only in the JSON).
 from __future__ import annotations
 
 import json
+from string import ascii_uppercase
+
+from rich.console import Console
+from rich.measure import Measurement
+from rich.text import Text
 
 from .analysis_text import (PAIR_NOTE, changes_table, correctness_table, dispatch_table, efficiency_table,
                             noise_floor_lines, outcomes_table, pairs_table, side_lines, sources_lines, transfer_table,
@@ -10,27 +15,57 @@ from .analysis_text import (PAIR_NOTE, changes_table, correctness_table, dispatc
 from .texttable import to_markdown, to_rich
 
 MAX_CHANGES = 40  # changed workloads listed in the Markdown report; the JSON holds them all
+SHORT_SIDE = 8  # side names this short stay whole in the terminal's tables however narrow it is
 SHORT_PAIRS = 6  # above this many ordered pairs the terminal shows transfer over all modes only
 TRANSFER_NOTE = ("n: matched workloads; unav: the source's winner has no OK row on the target; sep: those whose "
                  "source winner is separated")
 
 
-def _transfer(a) -> list:
+def _transfer(a, names: dict) -> list:
     if not a.transfer.rows:
         return ["no workload was measured on two sides: nothing to transfer"]
     short = len(a.transfer.pairs()) > SHORT_PAIRS
-    return [to_rich(transfer_table(a, all_modes_only=short)), TRANSFER_NOTE]
+    return [to_rich(transfer_table(a, all_modes_only=short, names=names)), TRANSFER_NOTE]
 
 
-def _pairs(a) -> list:
-    shown = [to_rich(pairs_table(a)), PAIR_NOTE] if a.transfer.rows else []
+def _pairs(a, names: dict) -> list:
+    shown = [to_rich(pairs_table(a, names)), PAIR_NOTE] if a.transfer.rows else []
     return shown + noise_floor_lines(a)
 
 
-TERMINAL = {"sources": lambda a: ["\n".join(sources_lines(a))],  # with host_pace's note
-            "winners": lambda a: [to_rich(winners_table(a))],
+TERMINAL = {"sources": lambda a, names: ["\n".join(sources_lines(a, names))],  # with host_pace's note
+            "winners": lambda a, names: [to_rich(winners_table(a, names))],
             "transfer": _transfer,
             "pairs": _pairs}
+
+
+def _sides(a) -> list[str]:
+    """Every side the terminal's tables name, stores in argument order first."""
+    seen = [s.label for s in a.sources.rows] if a.by == "label" else []
+    seen += [s.side for s in a.winners.separated if s.side != "(all)"]
+    seen += [x for r in a.transfer.rows for x in (r.source, r.target)]
+    seen += [x for r in a.pairs.rows for x in (r.a, r.b)]
+    return list(dict.fromkeys(str(x) for x in seen))
+
+
+def _width(tables) -> int:
+    """The widest of the tables as rich lays them out with room to spare (no cell folded)."""
+    con = Console(width=100_000)
+    return max((Measurement.get(con, con.options, to_rich(t)).maximum for t in tables), default=0)
+
+
+def side_names(a, width: int | None) -> dict:
+    """{side: letter} when the tables with every side's whole name would be wider than `width` (an
+    80-column CI log: store labels like pair-2026-11-30-cuda0 folded mid-word) and some name is longer
+    than SHORT_SIDE, else {} (names whole)."""
+    if width is None:
+        return {}
+    tables = [winners_table(a), pairs_table(a)] + ([transfer_table(a, len(a.transfer.pairs()) > SHORT_PAIRS)]
+                                                   if a.transfer.rows else [])
+    sides = _sides(a)
+    if _width(tables) <= width or max(map(len, sides), default=0) <= SHORT_SIDE:
+        return {}  # it fits, or short names (eager, graph) would gain little from a letter
+    return {s: (ascii_uppercase[i] if len(sides) <= len(ascii_uppercase) else f"S{i + 1}") for i, s in enumerate(sides)}
 MARKDOWN = {"sources": lambda a: ["# attnbench analyze", "", *(f"- {x.strip()}" for x in sources_lines(a)), ""],
             "winners": lambda a: [to_markdown(winners_table(a))],
             "transfer": lambda a: [to_markdown(transfer_table(a))],
@@ -42,13 +77,16 @@ MARKDOWN = {"sources": lambda a: ["# attnbench analyze", "", *(f"- {x.strip()}" 
             "efficiency": lambda a: [to_markdown(efficiency_table(a))]}
 
 
-def terminal(a) -> list:
+def terminal(a, width: int | None = None) -> list:
     """What `analyze` prints: stores, separated fractions, transfer costs, winner changes, the noise
-    floor, then a line per side (outcomes, correctness, efficiency); every table is in --json and --md."""
+    floor, then a line per side (outcomes, correctness, efficiency); every table is in --json and --md.
+    Text parts are rich Text (a store's or backend's name is never read as markup); tables wider than
+    `width` with whole side names name the sides by letter, said in the sources section."""
+    names = side_names(a, width)
     parts: list = []
     for name in a.results:
-        parts.extend(TERMINAL[name](a) if name in TERMINAL else [])
-    return parts + side_lines(a)
+        parts.extend(TERMINAL[name](a, names) if name in TERMINAL else [])
+    return [Text(p) if isinstance(p, str) else p for p in parts + side_lines(a)]
 
 
 def markdown(a) -> str:

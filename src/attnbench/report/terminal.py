@@ -56,7 +56,6 @@ def names_a_kernel(best: pd.DataFrame) -> bool:
     return False
 
 
-REASON_CHARS = 160
 WIDE_COLUMNS = 160  # a terminal at least this wide gets every column; narrower ones the compact table
 CEILING_NOTE = {
     "decode": "% ceiling of decode rows is of the copy bandwidth (bytes read + written); a kernel that only "
@@ -88,7 +87,7 @@ def fastest_table(best: pd.DataFrame, source, wide: bool = True, width: int = 10
         return _compact_table(best, source, width)
     workload = workload_columns(best)
     results = _result_columns(best)
-    t = Table(title=f"Fastest backend per workload ({source}; median of per-repeat medians; clear = "
+    t = Table(title=f"Fastest backend per workload ({escape(str(source))}; median of per-repeat medians; clear = "
                     "≥10% ahead of the runner-up and the 95% bootstrap lower bound of that ratio > 1)")
     t.add_column("device")
     for c in workload:
@@ -141,9 +140,10 @@ def _compact_table(best: pd.DataFrame, source, width: int) -> Table:
     same = [k for k in keys if len({lab.get(k) for lab in labels}) == 1] if len(labels) > 1 else []
     devices = sorted(set(best["device_name"].astype(str)))
     shared = ([devices[0]] if len(devices) == 1 else []) + [labels[0][k] for k in same]
-    t = Table(title=f"Fastest backend per workload ({source})", box=None, pad_edge=False, header_style="bold underline",
+    t = Table(title=f"Fastest backend per workload ({escape(str(source))})", box=None, pad_edge=False,
+              header_style="bold underline",
               padding=(0, 0, 0, 1),
-              caption=("every row: " + " ".join(shared) + "; " if shared else "")
+              caption=("every row: " + escape(" ".join(shared)) + "; " if shared else "")
               + "median of per-repeat medians; clear: ≥10% ahead and 95% bootstrap bound > 1")
     if len(devices) > 1:
         t.add_column("device")
@@ -158,7 +158,7 @@ def _compact_table(best: pd.DataFrame, source, width: int) -> Table:
         pct, ratio = r.get("pct_ceiling"), r.get("ratio")
         winner, runner_up = _labels(r)
         t.add_row(*([escape(str(r["device_name"]))] if len(devices) > 1 else []),
-                  " ".join(v for k, v in lab.items() if k not in same), escape(winner), f"{r['median_us']:.1f}",
+                  escape(" ".join(v for k, v in lab.items() if k not in same)), escape(winner), f"{r['median_us']:.1f}",
                   _rate(r), f"{pct:.0f}%" if pd.notna(pct) else "-", f"{ratio:.2f}" if pd.notna(ratio) else "-",
                   escape(runner_up), _clear(r).replace("yes (host-bound)", "host").replace("yes (clock)", "clock"))
     # the workload label is the one column that wraps: it gets what the others leave of the width
@@ -178,7 +178,7 @@ def noise_notes(best: pd.DataFrame, most: int = 8) -> list[str]:
     lines = [f"noisy: {len(noisy)} lead(s) pass the separation rule on numbers too noisy to carry them, so "
              "clear is withheld (analysis/stats.py NOISY_*):"]
     for _, r in noisy.head(most).iterrows():
-        lines.append(f"  {r['mode']} B{r['batch']} N{_short(r['kv_len'])} {r['launch']}: {escape(r['noise'])}")
+        lines.append(escape(f"  {r['mode']} B{r['batch']} N{_short(r['kv_len'])} {r['launch']}: {r['noise']}"))
     if len(noisy) > most:
         lines.append(f"  ... and {len(noisy) - most} more (show --format json holds every reason)")
     return ["\n".join(lines)]
@@ -239,23 +239,6 @@ def device_table(devices: pd.DataFrame) -> Table:
     return t
 
 
-def failures_table(df: pd.DataFrame) -> Table:
-    """Every attempt that did not end OK: what it was, how it ended and why (the text is the
-    library's or the plugin's own, printed as text)."""
-    t = Table(title=f"Attempts that did not end OK ({len(df)})", box=box.SIMPLE_HEAD)
-    for c in ("backend", "workload", "r", "status", "reason"):
-        t.add_column(c, overflow="fold", justify="right" if c == "r" else "left")
-    for _, r in df.iterrows():
-        label = workload_label(r)
-        reason = str(r["reason"])
-        if len(reason) > REASON_CHARS:  # a library's refusal can run to pages; json keeps it whole
-            reason = reason[:REASON_CHARS] + " …"
-        t.add_row(escape(str(r["backend"])), label, str(r["repeat"]), str(r["status"]), escape(reason))
-    if (df["reason"].astype(str).str.len() > REASON_CHARS).any():
-        t.caption = f"reasons cut at {REASON_CHARS} characters (…); show --failures --format json holds them whole"
-    return t
-
-
 def ranking_table(ranked: pd.DataFrame) -> Table:
     """Every backend of every workload, fastest first within each (per_backend's frame)."""
     t = Table(title="Every backend per workload, fastest first", box=box.SIMPLE_HEAD)
@@ -266,20 +249,21 @@ def ranking_table(ranked: pd.DataFrame) -> Table:
         first = grp.iloc[0]
         label = workload_label(first)
         for i, (_, r) in enumerate(grp.iterrows()):
-            t.add_row(escape(str(device)) if i == 0 else "", label if i == 0 else "", str(i + 1),
+            t.add_row(escape(str(device)) if i == 0 else "", escape(label) if i == 0 else "", str(i + 1),
                       escape(str(r["backend"])), f"{r['median_us']:.1f}", f"{r['median_us'] / first['median_us']:.2f}")
     return t
 
 
 def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source, attempts: int,
          wide: bool = True, device_types: dict | None = None, width: int = 100,
-         devices: pd.DataFrame | None = None) -> list:
+         devices: pd.DataFrame | None = None, load: str = "") -> list:
     """Everything `show` prints, in order: the winners (or why there are none) with the notes that
-    apply, the run overview, and the status table when `counts` is given (with the per-device table
+    apply (`load`, the hosts' load when the runs started, where noisy or host-bound leads are explained),
+    the run overview, and the status table when `counts` is given (with the per-device table
     when `devices` has rows)."""
     parts: list = []
     if best.empty:
-        parts.append(f"no OK contestant rows in {source} ({attempts} attempts stored)")
+        parts.append(f"no OK contestant rows in {escape(str(source))} ({attempts} attempts stored)")
     else:
         parts.append(fastest_table(best, source, wide, width))
         parts.extend(ceiling_notes(best, device_types or {}))
@@ -287,11 +271,16 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
             parts.append(PROVISIONAL_NOTE)
         if names_a_kernel(best):
             parts.append(KERNEL_NOTE)
+        shown: set = set()
         if "caveat" in best.columns:
             shown = {c for c, clear in zip(best["caveat"], best["clear"]) if clear and isinstance(c, str)}
             parts.extend(CAVEAT_NOTE[c] for c in sorted(shown))
-        parts.extend(noise_notes(best))
-    parts.append(overview_line(overview))
+        noisy = noise_notes(best)
+        parts.extend(noisy)
+        if load and (noisy or "host-bound" in shown):
+            parts.append(escape(f"host {load} (1-minute load average, provenance host_load_1_5_15): work of "
+                                "other processes on the host lands in eager rows' samples"))
+    parts.append(escape(overview_line(overview)))
     if counts is not None:
         parts.append(status_table(counts))
         if devices is not None and not devices.empty:

@@ -71,3 +71,13 @@ def varying_text(rows: list[dict]) -> tuple[list[str], str]:
     same = [i for i in range(len(tokens[0])) if len({t[i] for t in tokens}) == 1] if len(tokens) > 1 else []
     texts = [" ".join(x for i, x in enumerate(t) if i not in same) for t in tokens]
     return texts, " ".join(tokens[0][i] for i in same)
+
+
+def load_text(load: list[float] | None, cpus: int | None) -> str:
+    """The hosts' 1-minute load average when the runs started, against their CPU count: "load 3.1 on 2 CPUs
+    at start"; '' when no run recorded it."""
+    if not load:
+        return ""
+    lo, hi = load[0], load[-1]
+    text = f"{lo:.1f}" if f"{lo:.1f}" == f"{hi:.1f}" else f"{lo:.1f}-{hi:.1f}"
+    return f"load {text}" + (f" on {cpus} CPUs" if cpus else "") + " at start"

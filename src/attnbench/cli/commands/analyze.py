@@ -35,7 +35,7 @@ def run(args) -> int:
     if data.attempts.empty:
         raise UsageError("the stores hold no attempts")
     result = analyze.of(data, by=args.by, include_references=args.all)
-    for part in page.terminal(result):
+    for part in page.terminal(result, width=console.out.width):
         console.out.print(part, highlight=False)
     if json_out:
         write_whole(json_out, page.as_json(result))

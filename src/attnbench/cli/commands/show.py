@@ -25,7 +25,8 @@ def add_arguments(s) -> None:
                    help="keep only these backends (comma list)")
     s.add_argument("--rank", action="store_true", help="every backend of every workload, fastest first")
     s.add_argument("--failures", action="store_true",
-                   help="every attempt that did not end OK, with its status and reason")
+                   help="the attempts that did not end OK, grouped by status and reason (count, backends, "
+                        "example workloads); --format json, csv or md lists every attempt")
     s.add_argument("--format", choices=("table", "csv", "md", "json"), default="table",
                    help="table (default; compact below 160 columns) or the same results as csv, md or json")
     s.add_argument("--wide", action="store_true", help="every column even on a narrow terminal")
@@ -61,7 +62,8 @@ def run(args) -> int:
     df, runs = data.attempts.drop(columns="label", errors="ignore"), data.runs[data.labels[0]]
     n_model = int(data.models["row_key"].nunique())
     if df.empty and n_model and args.format == "table":  # a store `attnbench model` wrote
-        out.print(f"{args.db} holds no attempts but {n_model} model rows: attnbench model --db {args.db} --show")
+        out.print(f"{args.db} holds no attempts but {n_model} model rows: attnbench model --db {args.db} --show",
+                  markup=False)
         return 0
     # runs stay whole: ceilings are the device's latest, and the overview counts only runs with rows in df
     df = select_rows(df, args)
@@ -69,7 +71,7 @@ def run(args) -> int:
         failed = df[df["status"] != "OK"]
         frame = failed[["backend", "status", "reason", "repeat", "mode", "batch", "q_len", "kv_len", "q_heads",
                         "kv_heads", "head_dim", "dtype", "causal", "launch", "device_name", "attempt_key"]]
-        return _emit(frame, args.format, lambda: [terminal.failures_table(failed)])
+        return _emit(frame, args.format, lambda: [_failures(failed)])
     if args.rank:
         ranked = contestants(per_backend(df), args.all)
         return _emit(ranked, args.format, lambda: [terminal.ranking_table(ranked)])
@@ -78,7 +80,27 @@ def run(args) -> int:
     return _emit(best, args.format, lambda: terminal.show(
         best, run_overview(df, runs), status_counts(df) if args.status else None, source=args.db,
         attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types,
-        width=out.width, devices=device_counts(df) if args.status else None))
+        width=out.width, devices=device_counts(df) if args.status else None, load=_load(runs, df)))
+
+
+def _load(runs, df) -> str:
+    """The hosts' load when the runs with rows in df started, as show's notes say it ('' unrecorded)."""
+    from ...analysis.sections.sources import run_load
+    from ...report.texttable import load_text
+
+    ids = set(df["run_id"]) if "run_id" in df.columns else set()
+    loads = [run_load(r) for r in runs if r.get("run_id") in ids]
+    load1, cpus = [x for ls, _ in loads for x in ls], [n for _, ns in loads for n in ns]
+    return load_text([min(load1), max(load1)] if load1 else None, max(cpus) if cpus else None)
+
+
+def _failures(failed):
+    """The non-OK attempts grouped by status and reason (--format json/csv/md keep one row each)."""
+    from ...analysis.failures import reason_groups
+    from ...report.failures import groups_table
+    from ...report.terminal import workload_label
+
+    return groups_table(reason_groups(failed, workload_label), len(failed))
 
 
 def _emit(frame, fmt: str, parts) -> int:

@@ -1,0 +1,109 @@
+"""Output where people read it: an 80-column CI log, a file, a reader scanning failures: analyze's tables fit
+80 columns with whole store names, show --failures is grouped by reason, the host's load is shown where noisy
+results are explained."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from attnbench.cli import console
+from attnbench.store.db import Store
+from conftest import make_row
+from table_rows import rows_for, store
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "h200"
+PAIR = [RESULTS / f"pair-2026-11-30-cuda{i}.jsonl.gz" for i in (0, 1)]
+
+
+def at_width(monkeypatch, width: int) -> None:
+    monkeypatch.setattr(console, "out", Console(width=width))
+
+
+def test_analyze_of_the_committed_stores_fits_80_columns_with_store_names_whole(cli, monkeypatch):
+    at_width(monkeypatch, 80)
+    res = cli("analyze", *PAIR)
+    assert res.rc == 0, res.err
+    lines = res.out.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    labels = ["pair-2026-11-30-cuda0", "pair-2026-11-30-cuda1"]
+    # every mention of a store is its whole name (folded cells left pieces such as "pair-2026" / "-11-30-cu")
+    assert res.out.count("pair-20") == sum(res.out.count(x) for x in labels), res.out
+    assert "A = pair-2026-11-30-cuda0:" in res.out and "B = pair-2026-11-30-cuda1:" in res.out
+    rows = [x.split() for x in lines if x.split()[:2] in (["A", "all"], ["A", "B"])]
+    assert rows, res.out  # the tables name the stores by letter
+
+
+def test_analyze_keeps_whole_names_where_they_fit(cli, monkeypatch, tmp_path):
+    at_width(monkeypatch, 200)
+    a = store(cli, tmp_path, "a-store", rows_for({"w1": {"x": [10, 10, 10], "y": [20, 20, 20]}}))
+    b = store(cli, tmp_path, "b-store", rows_for({"w1": {"x": [11, 11, 11], "y": [20, 20, 20]}}))
+    out = cli("analyze", a, b).out
+    assert " a-store " in out and " = a-store" not in out  # no letters on a wide terminal
+
+
+@pytest.fixture
+def failures(tmp_path):
+    """60 attempts refused with one sentence that holds each workload's sizes, 2 of another kind."""
+    db = tmp_path / "f.sqlite"
+    s = Store(db)
+    s.start_run("run-a", "default", "g", "attnbench run", "CPU test", {"device": {"type": "cpu"}})
+    rows = [make_row(i, backend=f"be{i % 3}", attempt_key=f"u{i}", status="UNSUPPORTED", samples_us=None,
+                     median_us=None, p95_us=None, reason=f"refused: Query.sizes(): [1, {i}, 64, 32] too long")
+            for i in range(60)]
+    rows += [make_row(i, attempt_key=f"c{i}", status="CRASH", reason=f"worker died (signal {i})", samples_us=None,
+                      median_us=None, p95_us=None) for i in range(2)]
+    s.insert_many(rows + [make_row(99, attempt_key="ok")])
+    s.finish_run("run-a")
+    s.close()
+    return db
+
+
+def test_show_failures_groups_attempts_by_status_and_reason(cli, monkeypatch, failures):
+    at_width(monkeypatch, 80)
+    res = cli("show", "--db", failures, "--failures")
+    assert res.rc == 0, res.err
+    assert len(res.out.splitlines()) < 25, res.out  # was one row (and its folded reason) per attempt
+    out = " ".join(res.out.split())
+    assert "62, in 2 group(s)" in out and "UNSUPPORTED be0 20, be1 20, be2 20" in out, out
+    assert "refused: Query.sizes(): [1, 0, 64, 32] too long" in out  # the first reason, as stored
+    assert "(+57 more workloads)" in out and "CRASH" in out
+    every = json.loads(cli("show", "--db", failures, "--failures", "--format", "json").out)
+    assert len(every) == 62  # the data formats keep one row per attempt
+
+
+@pytest.fixture
+def loaded(tmp_path):
+    """A store whose run started on a loaded 2-CPU host, with a noisy lead (repeats disagree)."""
+    db = tmp_path / "loaded.sqlite"
+    s = Store(db)
+    s.start_run("run-a", "default", "g", "attnbench run", "CPU test",
+                {"device": {"type": "cpu", "name": "CPU test"}, "host_load_1_5_15": [3.5, 2.0, 1.0],
+                 "host_cpus": 2})
+    rows = []
+    for backend, medians in (("fast", [10.0, 14.0, 10.0]), ("slow", [20.0, 20.0, 20.0])):
+        for r, m in enumerate(medians):
+            rows.append(make_row(0, backend=backend, attempt_key=f"{backend}{r}", repeat=r, median_us=m,
+                                 p95_us=m * 1.01, samples_us=[m * (1 + 0.001 * j) for j in range(12)]))
+    s.insert_many(rows)
+    s.finish_run("run-a")
+    s.close()
+    return db
+
+
+def test_the_host_load_is_shown_where_noisy_results_are_explained(cli, monkeypatch, loaded):
+    at_width(monkeypatch, 100)
+    out = " ".join(cli("show", "--db", loaded).out.split())
+    assert "noisy: 1 lead(s)" in out and "host load 3.5 on 2 CPUs at start" in out, out
+    out = " ".join(cli("analyze", loaded).out.split())
+    assert "load 3.5 on 2 CPUs at start" in out, out
+    sources = json.loads(_analyze_json(cli, loaded))["sources"]
+    assert sources[0]["host_load"] == [3.5, 3.5] and sources[0]["host_cpu_count"] == 2
+
+
+def _analyze_json(cli, db) -> str:
+    out = Path(db).with_suffix(".json")
+    assert cli("analyze", db, "--json", out).rc == 0
+    return out.read_text()
