@@ -6,7 +6,7 @@ import pandas as pd
 
 from ..workloads.axes import NAMES
 from .kernels import library_kernel
-from .stats import Evidence, flat_samples, json_list, segment_quantiles
+from .stats import Evidence, Pooled, json_list, row_quantiles, sample_arrays
 
 # A workload is measured per device model: its axes plus the device are what lines are grouped by.
 WORKLOAD_COLS = ["device_name", *NAMES]
@@ -69,8 +69,9 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
         return pd.DataFrame(columns=list(dict.fromkeys(group + PER_BACKEND_COLS)))
     keys = group + ["backend"]
     gid = ok.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-    values, counts = flat_samples(ok["samples_us"])
-    q = segment_quantiles(values, counts, (0.05, 0.5, 0.95, 0.99))
+    arrays = sample_arrays(ok["samples_us"])
+    counts = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
+    q = row_quantiles(arrays, (0.05, 0.5, 0.95, 0.99))
     # a repeat's median and p95 are the stored ones (record.finish derives them from its samples)
     med = pd.to_numeric(ok["median_us"], errors="coerce").fillna(pd.Series(q[:, 1])).to_numpy()
     p95 = pd.to_numeric(ok["p95_us"], errors="coerce").fillna(pd.Series(q[:, 2])).to_numpy()
@@ -94,7 +95,7 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     line["repeats"] = [len(u) for u in units]
     line["n_samples"] = g["n"].sum().to_numpy()
     line["units"] = units
-    line["samples"] = _pooled(values, counts, gid, len(line))
+    line["samples"] = _pooled(arrays, gid, len(line))
     kernels = rows.dropna(subset=["kernel"]).drop_duplicates(["gid", "kernel"]).sort_values(["gid", "kernel"])
     line["kernel"] = kernels.groupby("gid")["kernel"].agg("/".join).reindex(range(len(line))).to_numpy()
     # conditions over the repeats: kernel time and clock as medians; flags when any repeat had them
@@ -108,18 +109,17 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     return line.reset_index(drop=True)
 
 
-def _pooled(values: np.ndarray, counts: np.ndarray, gid: np.ndarray, n_lines: int) -> list[np.ndarray]:
-    """Each line's raw samples, every repeat's pooled (rows of one line are gathered by gid)."""
-    order = np.argsort(gid, kind="stable")
-    starts = np.cumsum(counts) - counts
-    c = counts[order]
-    # index of every sample of the rows in `order`: each row's start, then 0, 1, ... within it
-    idx = np.repeat(starts[order] - (np.cumsum(c) - c), c) + np.arange(c.sum())
-    per_line = np.bincount(gid, weights=counts, minlength=n_lines).astype(np.int64)
-    return np.split(values[idx], np.cumsum(per_line)[:-1])
+def _pooled(arrays: list[np.ndarray], gid: np.ndarray, n_lines: int) -> list[Pooled]:
+    """Each line's raw samples, every repeat's pooled in row order (rows of one line are gathered by gid),
+    held as the rows' arrays: copied into one only when a pooled bootstrap reads them."""
+    parts: list[list] = [[] for _ in range(n_lines)]
+    for i, a in zip(gid.tolist(), arrays):
+        parts[i].append(a)
+    return [Pooled(p) for p in parts]
 
 
 def evidence(line) -> Evidence:
     """What the bootstrap of analysis/stats.py reads from one line of per_backend."""
-    return Evidence(float(line["median_us"]), line["units"], np.asarray(line["samples"], dtype=float),
-                    int(line["repeats"]))
+    samples = line["samples"]
+    return Evidence(float(line["median_us"]), line["units"],
+                    samples if isinstance(samples, Pooled) else np.asarray(samples, dtype=float), int(line["repeats"]))

@@ -69,13 +69,34 @@ class Separation:
     separated: bool
 
 
+class Pooled:
+    """A line's raw samples, every repeat's pooled, held as its rows' arrays: a bootstrap of pooled samples
+    (fewer than 3 shared repeats) reads them, most lines never do, so they are joined only when read."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts):
+        self.parts = tuple(parts)
+        self.size = int(sum(len(p) for p in self.parts))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.concatenate(self.parts) if self.parts else np.empty(0)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __iter__(self):
+        return iter(np.asarray(self).tolist())
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What a line holds for a bootstrap: its time, its repeat medians by unit, its pooled raw samples."""
 
     time: float
     units: dict  # "tag#repeat" -> median of that process repeat's repeat medians
-    samples: np.ndarray  # raw samples of all repeats
+    samples: np.ndarray | Pooled  # raw samples of all repeats (size and values)
     repeats: int
 
 
@@ -85,6 +106,8 @@ def json_list(v) -> list:
     lists (a store resumed from a slimmed one mixes both)."""
     if isinstance(v, str):
         return json.loads(v)
+    if isinstance(v, np.ndarray):  # samples as store/sources.py reads them
+        return v.tolist()
     return [] if v is None or isinstance(v, float) else list(v)
 
 
@@ -94,6 +117,39 @@ def json_dict(v) -> dict:
     if isinstance(v, str):
         return json.loads(v)
     return v if isinstance(v, dict) else {}
+
+
+def sample_arrays(col) -> list[np.ndarray]:
+    """Each cell of a samples column as a float64 array (empty where it holds none): the arrays
+    store/sources.py reads as they are, JSON text or lists (frames built by hand, imports) parsed."""
+    out = []
+    for v in col:
+        if isinstance(v, np.ndarray):
+            out.append(v)
+        else:
+            out.append(np.asarray(json_list(v), dtype=float).reshape(-1))
+    return out
+
+
+def row_quantiles(arrays: list[np.ndarray], qs=QUANTILES) -> np.ndarray:
+    """segment_quantiles of each array on its own (one row per array, one column per q; NaN for an
+    empty one): the same interpolation, one sort per row instead of a sort of every value at once."""
+    n = len(arrays)
+    counts = np.fromiter((a.size for a in arrays), dtype=np.int64, count=n)
+    out = np.full((n, len(qs)), np.nan)
+    has = counts > 0
+    if not has.any():
+        return out
+    c = counts[has]
+    pos = np.array([q * (c - 1) for q in qs]).T  # (rows, q)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, (c - 1)[:, None])
+    a, b = np.empty(lo.shape), np.empty(lo.shape)
+    for i, arr in enumerate(a_ for a_, h in zip(arrays, has) if h):
+        s = np.sort(arr)
+        a[i], b[i] = s[lo[i]], s[hi[i]]
+    out[has] = a + (pos - lo) * (b - a)
+    return out
 
 
 def flat_samples(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:

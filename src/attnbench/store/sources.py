@@ -8,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import io, model_rows
-from .db import Store, StoreError
+from .db import Store, StoreError, table_columns
+from .samples import parse_lists
+from .schema import COLUMN_NAMES
 
 RUNS_SUFFIXES = (".runs.jsonl", ".runs.jsonl.gz", ".runs.csv", ".runs.csv.gz", ".runs.parquet")
 MODEL_SUFFIXES = tuple(x.replace(".runs.", ".model_rows.") for x in RUNS_SUFFIXES)
@@ -26,7 +28,7 @@ class Source:
 class Dataset:
     """What the stores and exports of one command hold, side by side."""
 
-    attempts: pd.DataFrame  # every attempt of every source, with a `label` column
+    attempts: pd.DataFrame  # every attempt of every source, with a `label` column; samples_us as float64 arrays
     runs: dict[str, list[dict]]  # label -> that source's runs, oldest first (provenance, ceilings)
     models: pd.DataFrame  # the model rows (`attnbench model`) of every source, with `label`; may be empty
     paths: dict[str, Path]  # label -> the file it was read from, in argument order
@@ -92,9 +94,32 @@ def check(sources: list[Source]) -> None:
             raise StoreError(f"store not found: {s.path}")
 
 
+def attempts_frame(store: Store) -> pd.DataFrame:
+    """The store's attempts in insertion order, with each row's raw samples as a float64 array (None when it
+    holds none) instead of their JSON text: the text of real rows (~1,300 samples each) is most of a store,
+    and every reader parses it; parsed once here, in chunks, it is never held whole."""
+    con = store.con
+    in_tx = con.in_transaction
+    if not in_tx:
+        con.execute("BEGIN")  # one snapshot for both reads: a run may be writing to the store meanwhile
+    try:
+        df = store.table_frame("attempts", [c for c in COLUMN_NAMES if c != "samples_us"])
+        arrays: list = [None] * len(df)
+        if "samples_us" in table_columns(con, "attempts"):
+            cur = con.execute("SELECT samples_us FROM attempts ORDER BY rowid")
+            arrays = []
+            while rows := cur.fetchmany(4096):
+                arrays += parse_lists(r[0] for r in rows)
+    finally:
+        if not in_tx:
+            con.execute("ROLLBACK")
+    df.insert(COLUMN_NAMES.index("samples_us"), "samples_us", pd.Series(arrays, index=df.index, dtype=object))
+    return df
+
+
 def _from_store(store: Store, label: str) -> tuple[pd.DataFrame, list[dict], list[dict]]:
     try:
-        return store.dataframe().assign(label=label), store.runs(), model_rows.rows(store.con)
+        return attempts_frame(store).assign(label=label), store.runs(), model_rows.rows(store.con)
     finally:
         store.close()
 
