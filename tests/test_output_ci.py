@@ -1,15 +1,19 @@
-"""Output where people read it: an 80-column CI log, a file, a reader scanning failures: analyze's tables fit
-80 columns with whole store names, show --failures is grouped by reason, the host's load is shown where noisy
-results are explained."""
+"""Output where people read it: an 80-column CI log, a file, a reader scanning failures: run's progress in a
+log comes as a plain line at a steady interval, analyze's tables fit 80 columns with whole store names, show
+--failures is grouped by reason, the host's load is shown where noisy results are explained."""
 from __future__ import annotations
 
+import io
 import json
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
 
 from attnbench.cli import console
+from attnbench.cli.progress import SweepProgress
 from attnbench.store.db import Store
 from conftest import make_row
 from table_rows import rows_for, store
@@ -107,3 +111,43 @@ def _analyze_json(cli, db) -> str:
     out = Path(db).with_suffix(".json")
     assert cli("analyze", db, "--json", out).rc == 0
     return out.read_text()
+
+
+def _attempt(backend: str):
+    w = SimpleNamespace(mode="decode", batch=8, kv_len=4096, launch="graph")
+    return SimpleNamespace(backend=SimpleNamespace(name=backend), workload=w, repeat=0)
+
+
+def test_in_a_log_run_prints_a_progress_line_at_a_steady_interval(monkeypatch):
+    """A live bar shows nothing in a file until the run ends; a log gets a plain line every interval."""
+    monkeypatch.setenv("ATTNBENCH_PROGRESS_S", "0.05")
+    out = io.StringIO()
+    con = Console(file=out, width=80, force_terminal=False)
+    with SweepProgress(con) as p:
+        p.starting("cpu")
+        p.begin(total=10, resumed=2, retried=0)
+        p.attempt(_attempt("flex"))
+        p.row({"status": "OK"})
+        deadline = time.monotonic() + 20  # a loaded host may be slow to run the ticker: wait, never race
+        while out.getvalue().count("progress: 3/10") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        during = out.getvalue()  # before the run ends
+    assert "starting workers on cpu" in during
+    assert during.count("progress: 3/10 attempts (30%)") >= 2, during
+    line = [x for x in during.splitlines() if x.startswith("progress: 3/10")][0]
+    assert "elapsed, ETA -:--:--; OK 1 resumed-past 2; now: flex decode B8 N4096 graph r0" in line, line
+    assert "[" not in during  # no markup, no bar
+
+
+@pytest.mark.parametrize("value,every", [("abc", "a progress line every 30 s"), ("0", None)])
+def test_the_interval_is_set_by_the_environment(monkeypatch, value, every):
+    monkeypatch.setenv("ATTNBENCH_PROGRESS_S", value)
+    out = io.StringIO()
+    with SweepProgress(Console(file=out, width=80, force_terminal=False)) as p:
+        p.begin(total=2, resumed=0, retried=0)
+        p.row({"status": "OK"})
+    text = out.getvalue()
+    if every:
+        assert "ATTNBENCH_PROGRESS_S='abc' is not a number of seconds" in text and every in text
+    else:
+        assert "every" not in text and text.count("progress:") == 2  # at the start and at the end only

@@ -1,7 +1,10 @@
-"""The run's observer on a terminal: a spinner while the executor starts, a progress bar with ETA
-and live counts per status, and the end-of-run summary."""
+"""The run's observer: on a terminal a spinner while the executor starts, a progress bar with ETA and
+live counts per status; in a file or CI log a plain progress line at a steady interval; the end-of-run
+summary."""
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections import Counter
 
@@ -14,6 +17,8 @@ from rich.text import Text
 from ..runner.conduct import Observer
 from ..status import ORDER
 
+INTERVAL_ENV = "ATTNBENCH_PROGRESS_S"  # seconds between progress lines when stderr is not a terminal; 0: none
+DEFAULT_INTERVAL_S = 30.0
 COLORS = {"OK": "green", "UNSUPPORTED": "dim", "OOM_PREDICTED": "yellow", "OOM": "yellow", "INCORRECT": "red",
           "DISPATCH_MISMATCH": "magenta", "IMPLAUSIBLE": "magenta", "TIMEOUT": "red", "CRASH": "red", "ERROR": "red"}
 
@@ -29,13 +34,40 @@ class _Now:
         return Text(f"now: {desc}" if desc else "", overflow="ellipsis", no_wrap=True, style="bold")
 
 
+def interval_s(console: Console | None = None) -> float:
+    """The seconds between plain progress lines: $ATTNBENCH_PROGRESS_S, else DEFAULT_INTERVAL_S (a value
+    that is not a number of seconds is said on `console` and the default used)."""
+    raw = os.environ.get(INTERVAL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < float("inf")):
+        if console is not None:
+            console.print(f"{INTERVAL_ENV}={raw!r} is not a number of seconds: a progress line every "
+                          f"{DEFAULT_INTERVAL_S:g} s", markup=False, highlight=False)
+        return DEFAULT_INTERVAL_S
+    return value
+
+
 class SweepProgress(Observer):
     """Use as a context manager around conduct(): the bar is closed however the run ends. Two lines, so
-    that an 80-column terminal or CI log shows both whole: what runs now (and where, when several
-    devices run at once), then the bar, attempts done of planned, elapsed, ETA and counts per status."""
+    that an 80-column terminal shows both whole: what runs now (and where, when several devices run at
+    once), then the bar, attempts done of planned, elapsed, ETA and counts per status. When the console
+    is not a terminal (a file, a CI log), where a live bar would show nothing until the run ends, a
+    plain line says the same every `interval_s()` seconds, and once more at the end."""
 
     def __init__(self, console: Console):
         self.console = console
+        self.plain = not console.is_interactive
+        self.interval = interval_s(console) if self.plain else 0.0
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._began = time.monotonic()
+        self._eta = "-:--:--"
+        self._now = ""
         self.counts: Counter = Counter()
         self.skipped = 0
         self.spinner = None
@@ -52,11 +84,33 @@ class SweepProgress(Observer):
 
     def __exit__(self, *exc):
         self._stop_spinner()
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
         if self.task is not None:
-            self.live.stop()
-            if not self.console.is_interactive:  # a log: the last state was printed without its newline
-                self.console.print()
+            if self.plain:
+                self._line()  # the state the run ended in
+            else:
+                self.live.stop()
         return False
+
+    def _line(self) -> None:
+        """One plain progress line: done of planned, elapsed, ETA, counts, what runs now."""
+        if self.task is None:
+            return
+        task = self.progress.tasks[0]
+        done, total = int(task.completed), int(task.total or 0)
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        counts = " ".join(f"{s} {self.counts[s]}" for s in ORDER if self.counts[s])
+        counts += f" resumed-past {self.skipped}" if self.skipped else ""
+        self.console.print(f"progress: {done}/{total} attempts{share}, {_clock(time.monotonic() - self._began)} "
+                           f"elapsed, ETA {self._eta}" + (f"; {counts}" if counts else "")
+                           + (f"; now: {self._now}" if self._now else ""),
+                           markup=False, highlight=False, soft_wrap=True)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._line()
 
     def _stop_spinner(self) -> None:
         if self.spinner is not None:
@@ -64,7 +118,11 @@ class SweepProgress(Observer):
             self.spinner = None
 
     def starting(self, device: str) -> None:
-        self.spinner = self.console.status(f"starting workers on {device} and measuring its ceilings...")
+        text = f"starting workers on {device} and measuring its ceilings..."
+        if self.plain:
+            self.console.print(text, markup=False, highlight=False)
+            return
+        self.spinner = self.console.status(escape(text))
         self.spinner.start()
 
     def begin(self, total: int, resumed: int, retried: int) -> None:
@@ -73,7 +131,16 @@ class SweepProgress(Observer):
             self.console.print(f"retrying {retried} attempts that ended TIMEOUT, CRASH or ERROR")
         self.skipped = resumed
         self.task = self.progress.add_task("", total=total, completed=resumed, counts=self._counts(), eta="-:--:--")
-        self.live.start()
+        self._began = time.monotonic()
+        if not self.plain:
+            self.live.start()
+            return
+        self._line()
+        if self.interval > 0:
+            self.console.print(f"(a progress line every {self.interval:g} s; {INTERVAL_ENV} sets it, 0 for none)",
+                               markup=False, highlight=False)
+            self._ticker = threading.Thread(target=self._tick, name="attnbench-progress", daemon=True)
+            self._ticker.start()
 
     def forecast(self, remaining) -> None:
         self.remaining = remaining
@@ -85,8 +152,8 @@ class SweepProgress(Observer):
         if self.remaining is None or self.task is None or (not force and now - self._eta_at < 0.5):
             return
         self._eta_at = now
-        s = int(round(self.remaining.seconds()))
-        self.progress.update(self.task, eta=f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}")
+        self._eta = _clock(self.remaining.seconds())  # here, on the run's thread: the ticker only reads it
+        self.progress.update(self.task, eta=self._eta)
 
     def _counts(self) -> str:
         text = " ".join(f"[{COLORS[s]}]{s} {self.counts[s]}[/]" for s in ORDER if self.counts[s])
@@ -97,12 +164,18 @@ class SweepProgress(Observer):
         when several devices run at once (the one that started last)."""
         w = attempt.workload
         what = f"{attempt.backend.name} {w.mode} B{w.batch} N{w.kv_len} {w.launch} r{attempt.repeat}"
-        self.progress.update(self.task, description=f"{where} {what}" if where else what)
+        self._now = f"{where} {what}" if where else what
+        self.progress.update(self.task, description=self._now)
 
     def row(self, row: dict) -> None:
         self.counts[row["status"]] += 1
         self.progress.update(self.task, advance=1, counts=self._counts())
         self._update_eta()
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def summary(console: Console, store, counts: Counter, skipped: int, db, overhead: dict | None = None,
