@@ -59,6 +59,9 @@ FULL = {
         "the prediction's arithmetic: test_amdahl_arithmetic, test_compare_and_kernel_lookup",
     "tests/test_model_rows_io.py::test_rows_of_a_real_model_run_round_trip_and_reach_the_report":
         "the model rows' export, import and page: the other tests of test_model_rows_io and test_html_report",
+    # ---- report --by: the page's sides are tested on the page itself
+    "tests/test_scale.py::test_report_by_device_name_end_to_end":
+        "test_scale::test_the_portability_page_compares_the_sides_of_by (the page and --by's parsing)",
 }
 
 

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from .. import console
+from ...analysis.sides import BY_CHOICES
 from ..usage import UsageError
 
 NAME = "report"
@@ -22,8 +23,12 @@ and measured ceilings come from it. LABEL=STORE names a store; the default
 label is the file's name before its first dot.
 
 The site (DIR/index.html) opens from disk with no network: overview, prefill
-and training, decode, portability (two or more stores), correctness,
-dispatch and outcome tables, methodology. Each figure is an SVG in the page
+and training, decode, portability (two or more stores, or the sides of
+--by), correctness, dispatch and outcome tables, methodology. --by
+device_name compares the device models of the stores (one store holding
+several GPUs: an import of another study, a run over mixed GPUs) on the
+portability page as `attnbench analyze --by` does; the other pages stay
+per store. Each figure is an SVG in the page
 with a PDF, its data (CSV) and its caption (JSON) beside it in DIR/figures.
 DIR must be new, empty, or a site this command wrote before; it is replaced
 whole, once the new site is complete."""
@@ -37,6 +42,8 @@ def add_arguments(h) -> None:
                    help="the backend speedup heatmaps divide by (default: sdpa-flash where it ran OK, else the "
                         "backend with the most OK rows)")
     h.add_argument("--title", help="the site's title (default: the store labels)")
+    h.add_argument("--by", default="label", choices=BY_CHOICES,
+                   help="the sides the portability page compares, as analyze --by (default: label, one per store)")
 
 
 def run(args) -> int:
@@ -71,7 +78,10 @@ def run(args) -> int:
         if baseline is None:
             raise UsageError("no attempt in the stores ended OK: there is nothing to draw")
     title = args.title or "attnbench report: " + ", ".join(data.runs)
-    counts = site.write(SiteData(data, analyze.of(data, by=BY), baseline), out, title)
+    by_label = analyze.of(data, by=BY)
+    # the portability page's sides when --by names another than the store (the other pages stay per store)
+    by_analysis = analyze.of(data, by=args.by) if args.by != BY and not df.empty else None
+    counts = site.write(SiteData(data, by_label, baseline, by_analysis), out, title)
     what = f"speedups are over {baseline}" if baseline else "the stores hold model rows only"
     console.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
                        f"(open {out / 'index.html'}); {what}")

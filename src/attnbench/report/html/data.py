@@ -32,6 +32,7 @@ class SiteData:
     dataset: Dataset
     analysis: Analysis  # every section of `analyze`: the pages render these, they do not recompute them
     baseline: str | None  # the backend speedups divide by; None: model rows only
+    by_analysis: Analysis | None = None  # the analysis by `report --by` (another side than the store); None: by store
     lines: pd.DataFrame = field(init=False)  # per store × device × workload × backend, with throughput and memory
     won: pd.DataFrame = field(init=False)  # one row per contest: its fastest contestant
     blanks: pd.DataFrame = field(init=False)  # store × device × workload × backend with no OK row: its status
@@ -51,6 +52,11 @@ class SiteData:
         self.workloads = _square(self.df.drop_duplicates(group)[[*group, *NAMES]].reset_index(drop=True))
         self.colors = backend_colors(self.df["backend"].dropna().astype(str))
         self.flags = {label: flags_recorded(g) for label, g in self.df.groupby("label", sort=False)}
+
+    @property
+    def portability(self) -> Analysis:
+        """What the portability page compares: the sides of `report --by` (default: one per store)."""
+        return self.by_analysis if self.by_analysis is not None else self.analysis
 
     @property
     def df(self) -> pd.DataFrame:
