@@ -2,7 +2,9 @@
 with brackets print whole through show, analyze, advise and compare, and `[/red]` crashes nothing."""
 from __future__ import annotations
 
+import io
 import json
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
@@ -73,3 +75,14 @@ def test_compare_prints_names_as_text(cli, stores):
     assert res.rc in (0, 3), res.err
     out = " ".join(res.out.split())
     assert all(n in out for n in NAMES) and "GPU [bold]H" in out, out
+
+
+def test_model_progress_names_a_plugin_backend_as_text():
+    from attnbench.cli.commands.model import _Progress
+
+    con = Console(file=io.StringIO(), force_terminal=True, width=80, color_system=None)
+    status = con.status("starting")
+    job = SimpleNamespace(spec=SimpleNamespace(label=lambda: "prefill B1 N64"), backend=SimpleNamespace(name=NAMES[1]))
+    _Progress(status).attempt(job)  # raised MarkupError
+    con.print(status.renderable)
+    assert "prefill B1 N64: [/red]" in con.file.getvalue()

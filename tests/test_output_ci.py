@@ -151,3 +151,32 @@ def test_the_interval_is_set_by_the_environment(monkeypatch, value, every):
         assert "ATTNBENCH_PROGRESS_S='abc' is not a number of seconds" in text and every in text
     else:
         assert "every" not in text and text.count("progress:") == 2  # at the start and at the end only
+
+
+def _model_store(cli, tmp_path, noop_over_step: float) -> Path:
+    """The committed llama3.1-8b prefill row of sdpa-flash, its no-op step made `noop_over_step` x the step."""
+    row = json.loads((RESULTS / "model-llama3.1-8b-2026-11-30.jsonl").read_text().splitlines()[0])
+    assert row["status"] == "OK" and row["step"] == "prefill"
+    row["noop_us"] = row["median_us"] * noop_over_step
+    row["share_diff"] = (row["median_us"] - row["noop_us"]) / row["median_us"]
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    db = tmp_path / "m.sqlite"
+    res = cli("import", path, "--table", "model_rows", "--db", db)
+    assert res.rc == 0, res.err
+    return db
+
+
+def test_model_says_a_share_below_noise_instead_of_a_negative_percent(cli, monkeypatch, tmp_path):
+    at_width(monkeypatch, 80)
+    res = cli("model", "--db", _model_store(cli, tmp_path, 1.3), "--show")
+    assert res.rc == 0, res.err
+    out = " ".join(res.out.split())
+    assert "19%/<noise" in out and "-30%" not in out, out  # was "19%/-30%", said without a word
+    assert "attention's share by difference is not measurable there" in out
+
+
+def test_model_keeps_a_share_above_noise(cli, monkeypatch, tmp_path):
+    at_width(monkeypatch, 80)
+    out = " ".join(cli("model", "--db", _model_store(cli, tmp_path, 0.8), "--show").out.split())
+    assert "19%/20%" in out and "<noise" not in out, out  # 7.3 ms of difference against a spread of ~0.3 ms

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from .. import console
 from ..usage import UsageError, csv_list
@@ -196,6 +197,13 @@ def run(args) -> int:
     return 0
 
 
+def render(rows: list[dict], con: Console) -> None:
+    """The rows' tables (report/model_table.py)."""
+    from ...report.model_table import render as tables
+
+    tables(rows, con)
+
+
 class _Progress:
     """What the run is doing on the spinner; each row's line as it is written."""
 
@@ -210,7 +218,7 @@ class _Progress:
             self.spinner.update(f"{resumed} of {total} rows already stored, skipped")
 
     def attempt(self, job, where: str | None = None) -> None:
-        self.spinner.update(f"{job.spec.label()}: {job.backend.name}")
+        self.spinner.update(escape(f"{job.spec.label()}: {job.backend.name}"))  # a plugin's name is text
 
     def row(self, row: dict) -> None:
         console.err.print(_row_line(row), highlight=False, markup=False)
@@ -248,60 +256,9 @@ def _kernel_frame(args, db: Path):
 
 
 def _row_line(r: dict) -> str:
-    from ...model.steps import StepSpec
+    from ...report.model_table import label as step_label
 
-    label = StepSpec(r["step"], r["batch"], r["seqlen"], r["launch"]).label()
+    label = step_label(r)
     if r["status"] != "OK":
         return f"{label:<22} {r['backend']:<15} {r['status']}: {r['reason']}"
     return f"{label:<22} {r['backend']:<15} OK {r['median_us'] / 1e3:9.3f} ms/step"
-
-
-def render(rows: list[dict], con: Console) -> None:
-    """Rows as compact tables (80 columns), one per model and dtype, failures and gaps listed under."""
-    groups: dict = {}
-    for r in rows:
-        groups.setdefault((r["config"], r["layers"], r["dtype"]), []).append(r)
-    for (config, layers, dtype), group in groups.items():
-        _render(group, f"{config} × {layers} layers, {dtype}", con)
-
-
-def _render(rows: list[dict], title: str, con: Console) -> None:
-    from ...model.amdahl import AGREE
-    from ...model.steps import StepSpec
-    from ...report.texttable import TextTable, num, pct, to_rich
-
-    t = TextTable(title,
-                  ["step", "backend", "ms", "tok/s", "f", "s", "pred", "meas"], right=frozenset(range(2, 8)))
-    failed = []
-    for r in rows:
-        label = StepSpec(r["step"], r["batch"], r["seqlen"], r["launch"]).label()
-        if r["status"] != "OK":
-            failed.append(f"{label} {r['backend']}: {r['status']}: {r['reason']}")
-            t.add(label, r["backend"], r["status"], "", "", "", "", "")
-            continue
-        t.add(label, r["backend"], num(r["median_us"] / 1e3, ".3g"), _si(r["tokens_per_s"]),
-              f"{pct(r['share_profiler'])}/{pct(r['share_diff'])}", num(r["kernel_speedup"]),
-              num(r["predicted_speedup"]), num(r["measured_speedup"]))
-    con.print(to_rich(t))
-    con.print("ms: median step time; f: attention's share of the row's step, by profiler / by difference;"
-                  " s: kernel-level speedup over the baseline (--kernel-db); pred: 1/((1-f)+f/s) with "
-                  "the baseline's f; meas: measured step speedup", highlight=False, markup=False, style="dim")
-    for line in failed:
-        con.print(line, highlight=False, markup=False)
-    gaps = [r for r in rows if r.get("gap") is not None and r["backend"] != r.get("baseline")]
-    off = [r for r in gaps if abs(r["gap"]) > AGREE]
-    if gaps:
-        con.print(f"{len(gaps) - len(off)} of {len(gaps)} predictions within {AGREE:.0%} of the measured speedup",
-                      highlight=False)
-    for r in off:
-        label = StepSpec(r["step"], r["batch"], r["seqlen"], r["launch"]).label()
-        con.print(f"{label} {r['backend']}: gap {r['gap']:+.1%}: {r['explain']['why']}", highlight=False,
-                      markup=False)
-
-
-def _si(x: float) -> str:
-    """12345 -> 12.3k."""
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if x >= div:
-            return f"{x / div:.3g}{unit}"
-    return f"{x:.3g}"
