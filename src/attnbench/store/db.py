@@ -1,6 +1,7 @@
 """SQLite store (WAL): typed insert and query of attempts and runs, claims of running attempts."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..procinfo import boot_id, start_ticks
+from . import damage
 from .schema import ATTEMPT_COLUMNS, BACKFILL, CLAIMS_DDL, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
 
 LOCK_TIMEOUT_S = 30  # how long a write waits for another process's lock before giving up
@@ -23,6 +25,32 @@ def table_columns(con, table: str) -> set[str]:
 
 class StoreError(ValueError):
     """Missing store, or one written by an incompatible schema."""
+
+
+class DamagedText(StoreError):
+    """A row whose text is not UTF-8 in a sound store: named by row and column (found: every such value)."""
+
+    def __init__(self, message: str, found: list):
+        super().__init__(message)
+        self.found = found
+
+    @property
+    def rowids(self) -> frozenset[int]:
+        return frozenset(d.rowid for d in self.found)
+
+
+@contextlib.contextmanager
+def reading(con, table: str, path=None):
+    """Reads of a table: text that SQLite cannot decode is a DamagedText naming the row and column (it was
+    a read, not a write that failed)."""
+    try:
+        yield
+    except Exception as e:
+        if not damage.is_decode_failure(e):
+            raise
+        found = damage.scan(con, table)
+        path = path or con.execute("PRAGMA database_list").fetchone()[2]
+        raise DamagedText(damage.describe(path, table, found), found) from None
 
 
 def utcnow() -> str:
@@ -145,7 +173,9 @@ class Store:
 
     def runs(self) -> list[dict]:
         out = []
-        for r in self.con.execute("SELECT * FROM runs ORDER BY started_at"):
+        with reading(self.con, "runs", self.path):
+            rows = self.con.execute("SELECT * FROM runs ORDER BY started_at").fetchall()
+        for r in rows:
             d = dict(r)
             d["provenance"] = json.loads(d["provenance"]) if d["provenance"] else {}
             out.append(d)
@@ -177,7 +207,8 @@ class Store:
 
     # ---- attempts -----------------------------------------------------------------------------
     def done_keys(self) -> set[str]:
-        return {r[0] for r in self.con.execute("SELECT attempt_key FROM attempts")}
+        with reading(self.con, "attempts", self.path):
+            return {r[0] for r in self.con.execute("SELECT attempt_key FROM attempts")}
 
     def delete_failed(self, keys: set[str], statuses=("TIMEOUT", "CRASH", "ERROR")) -> int:
         """Remove rows of these attempts that ended in a retryable status; returns how many."""
@@ -202,25 +233,29 @@ class Store:
     def attempts(self, where: str = "", params: tuple = ()) -> list[dict]:
         have = self._columns("attempts")
         q = f"SELECT {','.join(c for c in COLUMN_NAMES if c in have)} FROM attempts {where}"
-        return [{c: _decode(c, r[c]) if c in have else BACKFILL.get(c) for c in COLUMN_NAMES}
-                for r in self.con.execute(q, params)]
+        with reading(self.con, "attempts", self.path):
+            rows = self.con.execute(q, params).fetchall()
+        return [{c: _decode(c, r[c]) if c in have else BACKFILL.get(c) for c in COLUMN_NAMES} for r in rows]
 
     def ok_walls(self) -> list[dict]:
         """backend, mode, repeat and wall_s of every OK row (what an ETA reads; runner/eta.py)."""
         q = "SELECT backend, mode, repeat, wall_s FROM attempts WHERE status = 'OK' AND wall_s IS NOT NULL"
-        return [{"status": "OK", **dict(r)} for r in self.con.execute(q)]
+        with reading(self.con, "attempts", self.path):
+            return [{"status": "OK", **dict(r)} for r in self.con.execute(q)]
 
     def dataframe(self):
         return self.table_frame("attempts", COLUMN_NAMES)
 
-    def table_frame(self, table: str, columns):
-        """The table's rows in insertion order; a column an older (read-only) store lacks reads NULL (a
-        workload axis added since: its default, BACKFILL)."""
+    def table_frame(self, table: str, columns, skip: frozenset[int] = frozenset()):
+        """The table's rows in insertion order, but those of the rowids in skip; a column an older (read-only)
+        store lacks reads NULL (a workload axis added since: its default, BACKFILL)."""
         import pandas as pd
 
         have = self._columns(table)
         present = [c for c in columns if c in have]
-        df = pd.read_sql_query(f"SELECT {','.join(present)} FROM {table} ORDER BY rowid", self.con)
+        where = f"WHERE rowid NOT IN ({','.join(str(int(r)) for r in skip)})" if skip else ""
+        with reading(self.con, table, self.path):
+            df = pd.read_sql_query(f"SELECT {','.join(present)} FROM {table} {where} ORDER BY rowid", self.con)
         for c in columns:
             if c not in have:
                 df[c] = BACKFILL.get(c) if table == "attempts" else None

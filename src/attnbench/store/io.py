@@ -2,6 +2,7 @@
 A name ending in .gz is written and read gzip-compressed (JSONL and CSV)."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from .. import record
 from . import meaning, model_rows
-from .db import Store, StoreError
+from .db import DamagedText, Store, StoreError
 from .schema import ATTEMPT_COLUMNS, BACKFILL, JSON_COLUMNS, RUN_COLUMNS
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -80,10 +81,13 @@ def with_tags(frame, tags: list[str] | None, table: str = "attempts"):
     return frame[frame["tag"].isin(tags)].reset_index(drop=True)
 
 
-def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempts", tags=None) -> int:
+def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempts", tags=None,
+           damaged: list | None = None) -> int:
     """Write every row of a table, or those of the given tags (JSON columns as JSON text in
     CSV/Parquet, as values in JSONL); the format is fmt, or else from the name of out. Nothing is
-    written when a tag is unknown."""
+    written when a tag is unknown. A row whose text is damaged (db.DamagedText) is an error, unless
+    `damaged` is a list: then the intact rows are written and what was left out (damage.Damage) is
+    added to it."""
     fmt, gz = format_of(out, fmt)
     t = _table(table)
     out = Path(out)
@@ -91,7 +95,13 @@ def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempt
     if gz and fmt == "parquet":
         raise StoreError("parquet compresses itself: write it without .gz")
     if store._columns(t.name):
-        frame = store.table_frame(t.name, t.columns)
+        try:
+            frame = store.table_frame(t.name, t.columns)
+        except DamagedText as e:
+            if damaged is None:
+                raise
+            damaged += e.found
+            frame = store.table_frame(t.name, t.columns, skip=e.rowids)
     else:  # a store that never held the table (model_rows before any `attnbench model`): no rows
         import pandas as pd
 
@@ -115,29 +125,41 @@ def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempt
     except OSError as e:  # disk full, a read-only place: one line, and no .partial left behind
         raise StoreError(f"cannot write {out}: {e.strerror or e}") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only place refuses even the removal of what is not there
+            tmp.unlink(missing_ok=True)
     return len(df)
 
 
 SQLITE_MAGIC = b"SQLite format 3\0"
+# the files SQLite keeps beside a database: rows not yet checkpointed live in -wal, so writing there loses them
+SIDECARS = ("-wal", "-shm", "-journal")
 
 
-def refuse_to_overwrite_a_store(db: Path, out: Path) -> None:
-    """An export never replaces a store: not the one it reads (under any name), nor any other
-    SQLite database, nor a directory."""
+def refuse_to_overwrite_a_store(db: Path | None, out: Path, option: str = "--out") -> None:
+    """An output file never replaces a store: not the one read (under any name), nor any other SQLite
+    database, nor the -wal, -shm or -journal file beside either, nor a directory."""
     if out.is_dir():
-        raise StoreError(f"--out is a directory: {out}")
+        raise StoreError(f"{option} is a directory: {out}")
+    for name in dict.fromkeys((out, out.resolve())):  # a symlink's own name, and the file it names
+        for suffix in SIDECARS:
+            base = name.with_name(name.name[:-len(suffix)]) if name.name.endswith(suffix) else None
+            if base is not None and (_is_sqlite(base) or (db is not None and base.absolute() == db.absolute())):
+                raise StoreError(f"{option} {out} is the {suffix[1:]} file of the SQLite database {base}; write "
+                                 "to another name (the store's unsaved rows live there)")
     if not out.exists():
         return
-    if db.exists() and out.samefile(db):
-        raise StoreError(f"--out {out} is the store being exported; write the export to another file")
+    if db is not None and db.exists() and out.samefile(db):
+        raise StoreError(f"{option} {out} is the store being exported; write the export to another file")
+    if _is_sqlite(out):
+        raise StoreError(f"{option} {out} is a SQLite database; an output file does not overwrite one")
+
+
+def _is_sqlite(path: Path) -> bool:
     try:
-        with out.open("rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
-    except OSError:
-        return
-    if head == SQLITE_MAGIC:
-        raise StoreError(f"--out {out} is a SQLite database; an export does not overwrite one")
+        with path.open("rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:  # absent, a directory, unreadable: not a database this command could harm
+        return False
 
 
 def _clean(v):

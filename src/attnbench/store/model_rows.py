@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from ..record import MODEL_STEPS, Status
-from .db import table_columns
+from .db import reading, table_columns
 
 TABLE = MODEL_STEPS.name
 COLUMNS = MODEL_STEPS.columns
@@ -56,9 +56,10 @@ def rows(con, where: str = "", params: tuple = ()) -> list[dict]:
     if not have:
         return []
     names = [n for n in NAMES if n in have]
-    cur = con.execute(f"SELECT {','.join(names)} FROM {TABLE} {where} ORDER BY rowid", params)
+    with reading(con, TABLE):  # damaged text: named by row and column
+        fetched = con.execute(f"SELECT {','.join(names)} FROM {TABLE} {where} ORDER BY rowid", params).fetchall()
     out = []
-    for r in cur.fetchall():
+    for r in fetched:
         d = dict.fromkeys(NAMES) | dict(zip(names, r))
         for n in JSON_NAMES:
             if isinstance(d[n], str):

@@ -10,7 +10,9 @@ NAME = "export"
 HELP = ("write the attempts (or runs) table to jsonl, csv or parquet; a name ending in .gz is gzip-compressed "
         "(jsonl, csv)")
 DESCRIPTION = ("Write a table of a store to a file, every column of docs/schema.md, raw samples included, so a "
-               "result stands alone. The file appears complete or not at all; an export never overwrites a store.")
+               "result stands alone. The file appears complete or not at all; an export never overwrites a store "
+               "or the -wal, -shm or -journal file beside one. Rows whose text is damaged (not UTF-8) are left out "
+               "and named, and the exit code is then 1.")
 
 
 def add_arguments(x) -> None:
@@ -35,9 +37,18 @@ def run(args) -> int:
         raise UsageError(f"directory of --out does not exist: {outp.parent}")
     fmt, _ = format_of(outp, args.format)  # a bad name is reported before the store is opened
     store = Store(args.db, readonly=True)
+    damaged: list = []  # rows whose text is damaged: left out, named below
     try:
-        n = export(store, fmt, outp, table=args.table, tags=args.tags)
+        n = export(store, fmt, outp, table=args.table, tags=args.tags, damaged=damaged)
     finally:
         store.close()
     console.err.print(f"wrote {n} {args.table} to {outp}")
+    if damaged:
+        from ...store.damage import where
+
+        rows = len({d.rowid for d in damaged})
+        console.err.print(f"attnbench: warning: {rows} {args.table} row(s) of {args.db} left out, their text damaged "
+                          f"(not UTF-8): {where(args.table, damaged)}; the export holds every other row", markup=False,
+                          highlight=False, soft_wrap=True)
+        return 1
     return 0

@@ -58,11 +58,16 @@ def run(args) -> int:
     from ...report.html import site
     from ...report.html.data import BY, SiteData, default_baseline
     from ...store import sources
+    from ...store.db import StoreError
+    from ...store.io import refuse_to_overwrite_a_store
 
     out = Path(args.out)
     try:
         site.check_out(out)  # before any store is read
-    except site.OutError as e:
+        if not out.is_dir():
+            refuse_to_overwrite_a_store(None, out, "--out")  # not a store's -wal, -shm or -journal name
+        _can_write_in(out.parent)
+    except (site.OutError, StoreError) as e:
         raise UsageError(str(e)) from None
     data = sources.load(args.stores)
     df = data.attempts
@@ -81,8 +86,21 @@ def run(args) -> int:
     by_label = analyze.of(data, by=BY)
     # the portability page's sides when --by names another than the store (the other pages stay per store)
     by_analysis = analyze.of(data, by=args.by) if args.by != BY and not df.empty else None
-    counts = site.write(SiteData(data, by_label, baseline, by_analysis), out, title)
+    try:
+        counts = site.write(SiteData(data, by_label, baseline, by_analysis), out, title)
+    except OSError as e:  # a full disk: site.write put nothing in place and removed its partial directory
+        raise UsageError(f"cannot write the site to {out}: {e.strerror or e}; {out} is as it was") from None
     what = f"speedups are over {baseline}" if baseline else "the stores hold model rows only"
     console.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
                        f"(open {out / 'index.html'}); {what}")
     return 0
+
+
+def _can_write_in(folder: Path) -> None:
+    """A read-only place is refused before the stores are read and the figures drawn, not after."""
+    import tempfile
+
+    try:
+        tempfile.TemporaryDirectory(dir=folder, prefix=".attnbench-probe-").cleanup()
+    except OSError as e:
+        raise UsageError(f"cannot write in {folder}: {e.strerror or e}") from None
