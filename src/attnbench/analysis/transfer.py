@@ -88,6 +88,21 @@ def transfer_table(m: pd.DataFrame) -> list[dict]:
     return out
 
 
+def pooled_table(m: pd.DataFrame, side: str = "(all)") -> list[dict]:
+    """The costs of every ordered pair pooled, per mode and over all modes, as transfer_table's rows
+    with `side` for source and target and `pairs` the ordered pairs pooled: a study's one figure of how
+    far a winner travels. Only with two or more ordered pairs (one pair's row is the pool)."""
+    if m.empty or m[["side_g", "side_h"]].drop_duplicates().shape[0] < 2:
+        return []
+    out = []
+    modes = [("all", m)] if m["mode_g"].nunique() > 1 else []
+    for mode, grp in modes + list(m.groupby("mode_g", sort=True)):
+        out.append({"source": side, "target": side, "mode": mode, "all": _summary(grp),
+                    "separated": _summary(grp[grp["separated_g"]]),
+                    "pairs": int(grp[["side_g", "side_h"]].drop_duplicates().shape[0])})
+    return out
+
+
 def _same(m: pd.DataFrame, col: str) -> bool:
     def text(c: pd.Series) -> pd.Series:  # missing on both sides is the same (unknown) value
         return c.astype(object).where(c.notna(), "-").astype(str)

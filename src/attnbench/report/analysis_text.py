@@ -52,7 +52,11 @@ def _namer(names: dict | None):
 
 def winners_table(a, names: dict | None = None) -> TextTable:
     n_ = _namer(names)
-    t = TextTable("Separated winners (>= 1.10x ahead, 95% bootstrap lower bound > 1)",
+    # a contest of imported medians (one sample per repeat, < 3 repeats) has no bootstrap: say so in words
+    none = any(s.methods.get("none") for s in a.winners.separated)
+    t = TextTable("Separated winners (>= 1.10x ahead, 95% bootstrap lower bound > 1)"
+                  + ("; bootstrap none: one sample per repeat and fewer than 3 repeats, separation cannot be "
+                     "established" if none else ""),
                   ["side", "mode", "contested", "separated", "bootstrap", "flagged"], right=frozenset({2, 3}))
     for s in a.winners.separated:
         flags = ", ".join(f"{n} {k}" for k, n in (("host-bound", s.host_bound), ("clock-low", s.clock_low)) if n)
@@ -63,10 +67,12 @@ def winners_table(a, names: dict | None = None) -> TextTable:
 
 def transfer_table(a, all_modes_only: bool = False, names: dict | None = None) -> TextTable:
     n_ = _namer(names)
-    t = TextTable("Transfer cost: time of the source's winner on the target over the target's fastest",
+    pooled = a.transfer.pooled  # every ordered pair pooled, after the pairs
+    t = TextTable("Transfer cost: time of the source's winner on the target over the target's fastest"
+                  + (f"; (all): the {pooled[0].pairs} ordered pairs pooled" if pooled else ""),
                   ["from", "to", "mode", "n", "unav", "median", "p95", "sep n", "median", "p95"],
                   right=frozenset(range(3, 10)))
-    rows = a.transfer.rows
+    rows = [*a.transfer.rows, *pooled]
     modes = {(r.source, r.target, r.mode) for r in rows}
     for r in rows:
         if all_modes_only and r.mode != "all" and (r.source, r.target, "all") in modes:

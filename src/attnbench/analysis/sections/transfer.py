@@ -1,10 +1,11 @@
 """Section `transfer`: the cost of one side's winner on another, per ordered pair of sides and mode."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
-from ..transfer import transfer_table
+from ..transfer import pooled_table, transfer_table
 from .basis import Basis, RowList
+from .winners import ALL_SIDES
 
 NAME = "transfer"
 
@@ -37,14 +38,30 @@ class TransferRow:
 
 
 @dataclass(frozen=True)
+class PooledRow(TransferRow):
+    """Every ordered pair's costs pooled (source and target ALL_SIDES)."""
+
+    pairs: int = 0  # ordered pairs of sides pooled
+
+
+@dataclass(frozen=True)
 class Transfer(RowList):
     rows: list[TransferRow]
+    # every ordered pair's costs pooled, per mode and over all (source and target ALL_SIDES); empty with
+    # fewer than two ordered pairs. The JSON lists them after `rows`, as winners lists its ALL_SIDES rows.
+    pooled: list[PooledRow] = field(default_factory=list)
 
     def pairs(self) -> set[tuple[str, str]]:
         """The ordered pairs of sides compared."""
         return {(r.source, r.target) for r in self.rows}
 
+    def to_json(self) -> list[dict]:
+        return [asdict(r) for r in [*self.rows, *self.pooled]]
+
 
 def compute(b: Basis, done: dict) -> Transfer:
-    return Transfer([TransferRow(r["source"], r["target"], r["mode"], Cost(**r["all"]), Cost(**r["separated"]))
-                     for r in transfer_table(b.matched)])
+    rows = [TransferRow(r["source"], r["target"], r["mode"], Cost(**r["all"]), Cost(**r["separated"]))
+            for r in transfer_table(b.matched)]
+    pooled = [PooledRow(r["source"], r["target"], r["mode"], Cost(**r["all"]), Cost(**r["separated"]), r["pairs"])
+              for r in pooled_table(b.matched, ALL_SIDES)]
+    return Transfer(rows, pooled)
