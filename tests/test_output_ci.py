@@ -180,3 +180,19 @@ def test_model_keeps_a_share_above_noise(cli, monkeypatch, tmp_path):
     at_width(monkeypatch, 80)
     out = " ".join(cli("model", "--db", _model_store(cli, tmp_path, 0.8), "--show").out.split())
     assert "19%/20%" in out and "<noise" not in out, out  # 7.3 ms of difference against a spread of ~0.3 ms
+
+
+def test_the_reports_ceilings_table_prints_a_cpus_small_ceilings(cli, tmp_path):
+    db = tmp_path / "cpu.sqlite"
+    s = Store(db)
+    s.start_run("run-a", "default", "g", "attnbench run", "CPU test",
+                {"device": {"type": "cpu", "name": "CPU test"},
+                 "ceilings": {"copy_gbps": 12.34, "matmul_tflops_bf16": 0.0523, "matmul_tflops_fp32": 0.4}})
+    s.insert_many([make_row(0), make_row(1, backend="be1", attempt_key="k1")])
+    s.finish_run("run-a")
+    s.close()
+    res = cli("report", db, "--out", tmp_path / "site")
+    assert res.rc == 0, res.err
+    index = (tmp_path / "site" / "index.html").read_text()
+    # were "0" TFLOP/s
+    assert 'data-v="0.0523">0.0523<' in index and 'data-v="0.4">0.4<' in index and ">12.3<" in index

@@ -52,6 +52,12 @@ def _headlines(ctx: Context, overviews: dict) -> str:
     return cards(items)
 
 
+def rate(v: float) -> str:
+    """A ceiling in a table cell: whole units with thousands separators from 100 up (3,999 GB/s, 763 TFLOP/s),
+    three significant digits below (50.7, 0.0523: a CPU's matmul ceiling)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _builds(ctx: Context) -> str:
     rows, ceil_rows = [], []
     for label, runs in ctx.data.runs.items():
@@ -82,7 +88,7 @@ def _builds(ctx: Context) -> str:
             Col("source", "source sha256", title="digest of the package's Python files that ran"),
             Col("git", "git sha"), Col("started", "started (UTC)"), Col("finished", "finished (UTC)")]
     out = table(ctx.table_id(), cols, rows, "Devices and builds: every run of every store, with its provenance")
-    f = lambda v: f"{v:,.0f}"  # noqa: E731
+    f = rate  # a CPU's matmul ceiling is a fraction of a TFLOP/s: never "0"
     ccols = [Col("label", "store"), Col("run_id", "run"), Col("device", "device"),
              Col("copy_gbps", "copy GB/s", f, numeric=True, title="device-to-device copy, bytes read + written"),
              Col("read_gbps", "read GB/s", f, numeric=True, title="float32 reduction, read only (recorded only)"),
