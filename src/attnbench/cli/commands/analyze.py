@@ -39,8 +39,8 @@ def run(args) -> int:
         console.out.print(part, highlight=False)
     if json_out:
         write_whole(json_out, page.as_json(result))
-        console.err.print(f"wrote {json_out}")
+        console.err.print(f"wrote {json_out}", markup=False)
     if md_out:
         write_whole(md_out, page.markdown(result))
-        console.err.print(f"wrote {md_out}")
+        console.err.print(f"wrote {md_out}", markup=False)
     return 0
