@@ -59,8 +59,8 @@ def _as_list(obj, origin: str) -> list[Backend]:
         if callable(obj) and not isinstance(obj, Backend):
             obj = obj()
         items = [obj] if isinstance(obj, Backend) else list(obj or [])
-    except Exception as e:  # the plugin's own bug: one line, exit 2
-        raise BackendError(f"{origin}: listing its backends failed: {type(e).__name__}: {e}") from None
+    except (Exception, SystemExit) as e:  # the plugin's own bug (or its sys.exit): one line, exit 2
+        raise BackendError(f"{origin}: listing its backends failed: {_what(e)}") from None
     for b in items:
         if not isinstance(b, Backend):
             raise BackendError(f"{origin}: {b!r} is not an attnbench Backend")
@@ -82,13 +82,24 @@ def load_plugin_file(path: str | Path) -> list[Backend]:
         sys.modules[mod_name] = mod
         try:
             spec.loader.exec_module(mod)
-        except Exception as e:  # a plugin's own bug is bad input: one line, exit 2
+        except (Exception, SystemExit) as e:  # a plugin's own bug (or its sys.exit) is bad input: one line, exit 2
             del sys.modules[mod_name]
-            raise BackendError(f"plugin {path} failed to import: {type(e).__name__}: {e}") from None
-    obj = getattr(mod, "BACKENDS", None) or getattr(mod, "backends", None)
-    if obj is None:
+            raise BackendError(f"plugin {path} failed to import: {_what(e)}") from None
+    listed, function = getattr(mod, "BACKENDS", None), getattr(mod, "backends", None)
+    if listed is None and function is None:
         raise BackendError(f"plugin {path} defines neither BACKENDS nor backends()")
-    return _as_list(obj, str(path))
+    items = _as_list(listed if listed or function is None else function, str(path))
+    if not items:
+        raise BackendError(f"plugin {path} declares no backends ("
+                           f"{'BACKENDS is empty' if function is None else 'backends() returned none'})")
+    return items
+
+
+def _what(e: BaseException) -> str:
+    """A plugin's exception in a few words; its sys.exit() said as such (it would end attnbench silently)."""
+    if isinstance(e, SystemExit):
+        return f"it called sys.exit({e.code!r})"
+    return f"{type(e).__name__}: {e}"
 
 
 def entry_point_backends() -> list[Backend]:
@@ -98,8 +109,8 @@ def entry_point_backends() -> list[Backend]:
             out += _as_list(ep.load(), f"entry point {ep.name}")
         except BackendError:
             raise
-        except Exception as e:
-            raise BackendError(f"entry point {ep.name} failed to load: {type(e).__name__}: {e}") from None
+        except (Exception, SystemExit) as e:
+            raise BackendError(f"entry point {ep.name} failed to load: {_what(e)}") from None
     return out
 
 

@@ -19,6 +19,19 @@ class OptionsError(ValueError):
 
 
 default_device = _devices.default_device
+# The most attempts one run plans: planning costs about 1 ms and 2.5 kB an attempt (the portability grid, 42,240
+# attempts: 40 s on a loaded 2-core host), so 100,000 is minutes and a few hundred MB before the first attempt;
+# --repeats 1000000000 was accepted and planned with growing memory until killed.
+MAX_ATTEMPTS = 100_000
+
+
+def check_plan_size(workloads: int, backends: int, repeats: int) -> None:
+    """Refuse a plan of more than MAX_ATTEMPTS attempts (workloads × backends × repeats) before it is made."""
+    n = workloads * backends * repeats
+    if n > MAX_ATTEMPTS:
+        raise OptionsError(f"--repeats {repeats}: {workloads} workloads × {backends} backends × {repeats} repeats = "
+                           f"{n:,} attempts, more than the {MAX_ATTEMPTS:,} one run plans; use fewer repeats, "
+                           "backends or workloads (a later run with the same --tag adds to the same sweep)")
 
 
 def check_device(device: str) -> str:
@@ -97,12 +110,16 @@ def run_options(*, executor: str = "local", device: str | None = None, devices: 
     as given, e.g. "all", "0,1" or "cpu:0,cpu:1"); OptionsError with one line for the first bad one."""
     if executor not in REGISTRY:
         raise OptionsError(f"unknown executor {executor!r}: use {', '.join(REGISTRY)}")
+    if device is not None and not device.strip():  # '' would fall back to the default device without a word
+        raise OptionsError("--device is empty: use cpu, cuda or cuda:N (or leave it out for the default)")
     try:
         target = REGISTRY[executor].resolve(device, devices, replicate, address)
     except ValueError as e:
         raise OptionsError(str(e)) from None
     if repeats < 1:
         raise OptionsError("--repeats must be at least 1")
+    if repeats > MAX_ATTEMPTS:  # refused before any grid is read; run.py checks the whole plan's size
+        raise OptionsError(f"--repeats {repeats} makes more than the {MAX_ATTEMPTS:,} attempts one run plans")
     for name, value in (("--timeout", timeout_s), ("--tol", tol), ("--max-time", max_time_s),
                         ("--min-time", min_time_s)):
         if value is not None and not (math.isfinite(value) and value > 0):  # inf --tol would switch the check off

@@ -102,7 +102,7 @@ def add_arguments(r) -> None:
 def run(args) -> int:
     from ...backends.registry import select
     from ...runner.conduct import RunRequest, conduct
-    from ...runner.options import make_executor, run_options
+    from ...runner.options import check_plan_size, make_executor, run_options
     from ...runner.session import RunSession
     from ..progress import SweepProgress, summary
 
@@ -116,6 +116,7 @@ def run(args) -> int:
         args.grid = "smoke" if options.device == "cpu" else "quick"
     grid_name, workloads = select_workloads(args)
     backends = select(args.backends, args.plugin)
+    check_plan_size(len(workloads), len(backends), args.repeats)  # before workers start or a plan is made
     req = RunRequest(options.label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
                      shlex.join(["attnbench"] + list(args.argv)), args.retry_failed, args.began)
     executor = make_executor(options)
