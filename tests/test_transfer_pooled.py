@@ -32,7 +32,8 @@ def test_the_transfer_cost_pooled_over_every_ordered_pair(cli, tmp_path):
 
 
 def test_two_stores_pool_their_two_ordered_pairs_and_one_store_has_none(cli, tmp_path):
-    x, y = store(cli, tmp_path, "x", rows_for(X, device="GPU-x")), store(cli, tmp_path, "y", rows_for(Y, device="GPU-y"))
+    x = store(cli, tmp_path, "x", rows_for(X, device="GPU-x"))
+    y = store(cli, tmp_path, "y", rows_for(Y, device="GPU-y"))
     res = cli("analyze", x, y, "--json", tmp_path / "a.json")
     (pooled,) = [r for r in json.loads((tmp_path / "a.json").read_text())["transfer"] if r["source"] == "(all)"]
     assert pooled["pairs"] == 2 and pooled["all"]["n"] == 4
@@ -49,3 +50,11 @@ def test_single_sample_imports_say_separation_cannot_be_established(cli, tmp_pat
     assert "separation cannot be established" in (tmp_path / "a.md").read_text()
     many = store(cli, tmp_path, "many", rows_for({"w1": {"a": [10, 10, 10], "b": [30, 30, 30]}}))
     assert "cannot be established" not in cli("analyze", many).out
+
+
+def test_the_report_lists_the_pooled_transfer_cost(cli, tmp_path):
+    sides = [store(cli, tmp_path, n, rows_for(t, device=f"GPU-{n}")) for n, t in (("x", X), ("y", Y), ("z", Z))]
+    res = cli("report", *sides, "--out", tmp_path / "site")
+    assert res.rc == 0, res.err
+    page = (tmp_path / "site" / "portability.html").read_text()
+    assert "(all): the 6 ordered pairs pooled" in page and "1.750" in page  # no one pair's median is 1.75

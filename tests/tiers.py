@@ -15,6 +15,8 @@ FULL = {
     # ---- compare's gate: the rerun pair both ways stays in the default tier
     "tests/test_compare_gate.py::test_every_ordered_pair_of_the_three_reruns_regresses_nothing[*]":
         "test_compare_gate::test_a_rerun_of_the_quick_grid_regresses_nothing (one pair, both ways)",
+    "tests/test_transfer_pooled.py::test_the_report_lists_the_pooled_transfer_cost":
+        "the pooled rows and their text: test_transfer_pooled::test_the_transfer_cost_pooled_over_every_ordered_pair",
     # ---- resume and claims: test_resume::test_kill_9_then_resume and the claim tests of test_store_safety
     "tests/test_resume.py::test_two_runs_sharing_a_store_measure_each_attempt_once":
         "claims: test_store_safety (claims keep two runs apart; a run beside a claimed attempt)",

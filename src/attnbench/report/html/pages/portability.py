@@ -117,7 +117,8 @@ def _transfer(ctx: Context) -> str:
     fig = ctx.figs.add(transfer_costs(frame, title), frame, "transfer-costs", title,
                        f"stores {', '.join(ctx.data.labels)}{_by(ctx)}; every matched workload", caption)
     recs = []
-    for r in rows:
+    pooled = ctx.data.portability.transfer.pooled  # every ordered pair pooled: the table's last rows, (all)
+    for r in [*rows, *pooled]:
         a, s = r.all, r.separated
         recs.append({"source": r.source, "target": r.target, "mode": r.mode, "n": a.n, "unavailable": a.unavailable,
                      "median": a.median, "p95": a.p95, "max": a.max, "sep_n": s.n, "sep_median": s.median,
@@ -131,7 +132,8 @@ def _transfer(ctx: Context) -> str:
             Col("sep_unavailable", "unavailable (separated)", numeric=True)]
     return fig + table(ctx.table_id(), cols, recs, f"Transfer cost per ordered pair of {side_word(ctx, True)} and mode: "
                                                    "over every matched workload, and over those whose source winner "
-                                                   "is separated")
+                                                   "is separated" + (f"; (all): the {pooled[0].pairs} ordered pairs "
+                                                                     "pooled" if pooled else ""))
 
 
 def _changes(ctx: Context) -> str:
