@@ -2,11 +2,11 @@
 name to what it shows of it (a section without an entry shows only in the JSON)."""
 from __future__ import annotations
 
+import io
 import json
 from string import ascii_uppercase
 
 from rich.console import Console
-from rich.measure import Measurement
 from rich.text import Text
 
 from .analysis_text import (PAIR_NOTE, changes_table, correctness_table, dispatch_table, efficiency_table,
@@ -15,7 +15,6 @@ from .analysis_text import (PAIR_NOTE, changes_table, correctness_table, dispatc
 from .texttable import to_markdown, to_rich
 
 MAX_CHANGES = 40  # changed workloads listed in the Markdown report; the JSON holds them all
-SHORT_SIDE = 8  # side names this short stay whole in the terminal's tables however narrow it is
 SHORT_PAIRS = 6  # above this many ordered pairs the terminal shows transfer over all modes only
 TRANSFER_NOTE = ("n: matched workloads; unav: the source's winner has no OK row on the target; sep: those whose "
                  "source winner is separated")
@@ -48,24 +47,32 @@ def _sides(a) -> list[str]:
     return list(dict.fromkeys(str(x) for x in seen))
 
 
-def _width(tables) -> int:
-    """The widest of the tables as rich lays them out with room to spare (no cell folded)."""
-    con = Console(width=100_000)
-    return max((Measurement.get(con, con.options, to_rich(t)).maximum for t in tables), default=0)
+def _folds(tables, sides: set[str], width: int) -> bool:
+    """Whether rich, laying the tables out in `width` columns, folds some side's name inside its cell."""
+    con = Console(width=width, file=io.StringIO(), color_system=None)
+    for t in tables:
+        con.file = io.StringIO()
+        con.print(to_rich(t))
+        shown = con.file.getvalue()
+        if any(c not in shown for row in t.rows for c in row if c in sides):
+            return True
+    return False
 
 
 def side_names(a, width: int | None) -> dict:
-    """{side: letter} when the tables with every side's whole name would be wider than `width` (an
-    80-column CI log: store labels like pair-2026-11-30-cuda0 folded mid-word) and some name is longer
-    than SHORT_SIDE, else {} (names whole)."""
+    """{side: letter} when a table with every side's whole name would fold one inside its cell at `width`
+    (an 80-column CI log: store labels like pair-2026-11-30-cuda0 read "pair-2026-11-" / "30-cuda0"),
+    else {} (names whole)."""
     if width is None:
         return {}
     tables = [winners_table(a), pairs_table(a)] + ([transfer_table(a, len(a.transfer.pairs()) > SHORT_PAIRS)]
                                                    if a.transfer.rows else [])
     sides = _sides(a)
-    if _width(tables) <= width or max(map(len, sides), default=0) <= SHORT_SIDE:
-        return {}  # it fits, or short names (eager, graph) would gain little from a letter
+    if not _folds(tables, set(sides), width):
+        return {}
     return {s: (ascii_uppercase[i] if len(sides) <= len(ascii_uppercase) else f"S{i + 1}") for i, s in enumerate(sides)}
+
+
 MARKDOWN = {"sources": lambda a: ["# attnbench analyze", "", *(f"- {x.strip()}" for x in sources_lines(a)), ""],
             "winners": lambda a: [to_markdown(winners_table(a))],
             "transfer": lambda a: [to_markdown(transfer_table(a))],
@@ -80,8 +87,8 @@ MARKDOWN = {"sources": lambda a: ["# attnbench analyze", "", *(f"- {x.strip()}" 
 def terminal(a, width: int | None = None) -> list:
     """What `analyze` prints: stores, separated fractions, transfer costs, winner changes, the noise
     floor, then a line per side (outcomes, correctness, efficiency); every table is in --json and --md.
-    Text parts are rich Text (a store's or backend's name is never read as markup); tables wider than
-    `width` with whole side names name the sides by letter, said in the sources section."""
+    Text parts are rich Text (a store's or backend's name is never read as markup); tables that would
+    fold a side's name at `width` name the sides by letter, said in the sources section."""
     names = side_names(a, width)
     parts: list = []
     for name in a.results:
