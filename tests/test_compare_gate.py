@@ -109,6 +109,7 @@ def test_host_bound_clock_low_unmeasured_and_few_repeat_lines_are_reported_not_g
     twice = store(cli, tmp_path, "twice", rows_for({"w1": {"a": [20.0, 20.0]}}, spread=0.01))
     res = cli("compare", two, twice)
     assert res.rc == 0 and "<3 repeats 1" in res.out  # pooled samples are blind to the drift between processes
+    assert "no compared line is gated" in res.out and "no compared line" not in cli("compare", base, base).out
 
 
 def test_two_devices_lines_carry_their_device(cli, tmp_path):

@@ -69,6 +69,8 @@ def terminal(rows: list[dict], summary: dict, base, new, threshold: float) -> li
         parts.append(f"{sum(ungated.values())} of {summary['compared']} compared lines not gated ("
                      + ", ".join(f"{k} {v}" for k, v in ungated.items()) + "): their between-run drift is the "
                      "host's or the clock's, unmeasured, or unseen with fewer than 3 repeats a side")
+        if sum(ungated.values()) == summary["compared"]:
+            parts.append("no compared line is gated: only a lost line can fail this comparison")
     if summary["not_separable"]:
         parts.append(f"{summary['not_separable']} slower lines cannot be separated at all: one sample per repeat "
                      "and fewer than 3 repeats")
