@@ -220,7 +220,7 @@ def status_table(counts: pd.DataFrame) -> Table:
     t = Table(title="Attempts per backend and status")
     t.add_column("backend", overflow="fold")
     for c in counts.columns:
-        t.add_column(str(c), justify="right")
+        t.add_column(escape(str(c)), justify="right")
     for name, row in counts.iterrows():
         t.add_row(escape(str(name)), *(str(int(v)) for v in row.values))
     return t
