@@ -22,8 +22,9 @@ REGRESSED = 3  # the exit code when something regressed: CI gates on it
 def add_arguments(c) -> None:
     c.add_argument("base", metavar="BASE", help="the store (or export) measured before")
     c.add_argument("new", metavar="NEW", help="the store (or export) measured after")
-    c.add_argument("--threshold", type=float, default=1.05, help="slowdown ratio that counts, finite and above 1 (default 1.05); a line "
-                   "must also clear its class's between-run floor")
+    c.add_argument("--threshold", type=float, default=1.05,
+                   help="slowdown ratio that counts, finite and above 1 (default 1.05); a line must also clear its "
+                        "class's between-run floor")
     c.add_argument("--json", metavar="FILE", help="write every compared row as JSON")
 
 
