@@ -154,3 +154,35 @@ def test_export_saves_the_intact_rows_and_names_the_damaged_ones(cli, db, tmp_pa
     keys = [json.loads(x)["attempt_key"] for x in out.read_text().splitlines()]
     assert keys == ["key0000", "key0001", "key0003"]
     assert cli("import", out, "--db", tmp_path / "back.sqlite").rc == 0  # the saved rows stand alone
+
+
+DAMAGE = [  # (SQL expression written over one value, column, what the line says)
+    ("'[1.0, 2'", "samples_us", "not JSON"),
+    ("'{\"a\": 1}'", "samples_us", "JSON of the wrong kind"),
+    ("'abc'", "median_us", "text in a number column"),
+]
+
+
+@pytest.mark.parametrize("value,column,what", DAMAGE, ids=[w for _, _, w in DAMAGE])
+def test_json_or_number_damage_is_named_by_readers_and_left_out_by_export(cli, db, tmp_path, value, column, what):
+    con = sqlite3.connect(db)
+    con.execute(f"UPDATE attempts SET {column} = {value} WHERE attempt_key = 'key0001'")
+    con.commit()
+    con.close()
+    for argv in (["show", "--db", db], ["analyze", db]):  # a traceback before
+        refused(cli(*argv), f"row 2 (attempt_key 'key0001'), column {column}: {what}")
+    out = tmp_path / "x.csv"
+    res = cli("export", "--db", db, "--out", out)
+    assert res.rc == 1 and f"column {column}: {what}" in res.err, res.err
+    assert cli("import", out, "--db", tmp_path / "back.sqlite").rc == 0  # what was saved imports whole
+    assert [r["attempt_key"] for r in rows_of(tmp_path / "back.sqlite")] == ["key0000", "key0002", "key0003"]
+
+
+def test_a_damaged_run_row_is_named_too(cli, db, tmp_path):
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET provenance = '{oops'")
+    con.commit()
+    con.close()
+    refused(cli("show", "--db", db), "runs row 1 (run_id 'run-a'), column provenance: not JSON")
+    res = cli("export", "--db", db, "--table", "runs", "--out", tmp_path / "r.jsonl")
+    assert res.rc == 1 and "column provenance: not JSON" in res.err

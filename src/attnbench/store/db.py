@@ -28,7 +28,7 @@ class StoreError(ValueError):
 
 
 class DamagedText(StoreError):
-    """A row whose text is not UTF-8 in a sound store: named by row and column (found: every such value)."""
+    """A row whose text is damaged in a sound store (damage.py): named by row and column (found: every such value)."""
 
     def __init__(self, message: str, found: list):
         super().__init__(message)
@@ -41,14 +41,16 @@ class DamagedText(StoreError):
 
 @contextlib.contextmanager
 def reading(con, table: str, path=None):
-    """Reads of a table: text that SQLite cannot decode is a DamagedText naming the row and column (it was
-    a read, not a write that failed)."""
+    """Reads of a table: a failure on a stored value's text (not UTF-8, not JSON, text in a number column) is a
+    DamagedText naming the row and column (it was a read, not a write that failed)."""
     try:
         yield
     except Exception as e:
-        if not damage.is_decode_failure(e):
+        if isinstance(e, StoreError) or not damage.is_read_failure(e):
             raise
         found = damage.scan(con, table)
+        if not found:  # not the stored text's fault: the failure as it was
+            raise
         path = path or con.execute("PRAGMA database_list").fetchone()[2]
         raise DamagedText(damage.describe(path, table, found), found) from None
 
@@ -174,11 +176,10 @@ class Store:
     def runs(self) -> list[dict]:
         out = []
         with reading(self.con, "runs", self.path):
-            rows = self.con.execute("SELECT * FROM runs ORDER BY started_at").fetchall()
-        for r in rows:
-            d = dict(r)
-            d["provenance"] = json.loads(d["provenance"]) if d["provenance"] else {}
-            out.append(d)
+            for r in self.con.execute("SELECT * FROM runs ORDER BY started_at").fetchall():
+                d = dict(r)
+                d["provenance"] = json.loads(d["provenance"]) if d["provenance"] else {}
+                out.append(d)
         return out
 
     def ensure_run(self, row: dict) -> None:
@@ -235,7 +236,7 @@ class Store:
         q = f"SELECT {','.join(c for c in COLUMN_NAMES if c in have)} FROM attempts {where}"
         with reading(self.con, "attempts", self.path):
             rows = self.con.execute(q, params).fetchall()
-        return [{c: _decode(c, r[c]) if c in have else BACKFILL.get(c) for c in COLUMN_NAMES} for r in rows]
+            return [{c: _decode(c, r[c]) if c in have else BACKFILL.get(c) for c in COLUMN_NAMES} for r in rows]
 
     def ok_walls(self) -> list[dict]:
         """backend, mode, repeat and wall_s of every OK row (what an ETA reads; runner/eta.py)."""
@@ -256,6 +257,10 @@ class Store:
         where = f"WHERE rowid NOT IN ({','.join(str(int(r)) for r in skip)})" if skip else ""
         with reading(self.con, table, self.path):
             df = pd.read_sql_query(f"SELECT {','.join(present)} FROM {table} {where} ORDER BY rowid", self.con)
+            numbers = {r[1] for r in self.con.execute(f"PRAGMA table_info({table})") if r[2] in ("REAL", "INTEGER")}
+            for c in numbers & set(present):  # text where a number belongs: every later reader would fail on it
+                if df[c].dtype == object and df[c].notna().any() and df[c].map(lambda v: isinstance(v, str)).any():
+                    raise ValueError(f"text in column {c}")
         for c in columns:
             if c not in have:
                 df[c] = BACKFILL.get(c) if table == "attempts" else None

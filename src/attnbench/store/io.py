@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import record
-from . import meaning, model_rows
+from . import damage, meaning, model_rows
 from .db import DamagedText, Store, StoreError
 from .schema import ATTEMPT_COLUMNS, BACKFILL, JSON_COLUMNS, RUN_COLUMNS
 
@@ -95,13 +95,7 @@ def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempt
     if gz and fmt == "parquet":
         raise StoreError("parquet compresses itself: write it without .gz")
     if store._columns(t.name):
-        try:
-            frame = store.table_frame(t.name, t.columns)
-        except DamagedText as e:
-            if damaged is None:
-                raise
-            damaged += e.found
-            frame = store.table_frame(t.name, t.columns, skip=e.rowids)
+        frame = _intact_frame(store, t, damaged)
     else:  # a store that never held the table (model_rows before any `attnbench model`): no rows
         import pandas as pd
 
@@ -128,6 +122,24 @@ def export(store: Store, fmt: str | None, out: str | Path, table: str = "attempt
         with contextlib.suppress(OSError):  # a read-only place refuses even the removal of what is not there
             tmp.unlink(missing_ok=True)
     return len(df)
+
+
+def _intact_frame(store: Store, t: Table, damaged: list | None):
+    """The table's rows as a frame; those whose text is damaged (store/damage.py) are a DamagedText, or, with
+    `damaged` a list, left out and added to it."""
+    rowids = damage.suspects(store.con, t.name)  # JSON and number damage, found by SQLite itself
+    found = damage.scan(store.con, t.name, rowids) if rowids or rowids is None else []
+    while True:
+        try:
+            frame = store.table_frame(t.name, t.columns, skip=frozenset(d.rowid for d in found))
+            break
+        except DamagedText as e:  # bytes that are not UTF-8: SQLite fails on them as it reads
+            found += [d for d in e.found if d not in found]
+    if found and damaged is None:
+        raise DamagedText(damage.describe(store.path, t.name, found), found)
+    if damaged is not None:
+        damaged += found
+    return frame
 
 
 SQLITE_MAGIC = b"SQLite format 3\0"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import io, model_rows
-from .db import Store, StoreError, table_columns
+from .db import Store, StoreError, reading, table_columns
 from .samples import parse_lists
 from .schema import COLUMN_NAMES
 
@@ -108,8 +108,9 @@ def attempts_frame(store: Store) -> pd.DataFrame:
         if "samples_us" in table_columns(con, "attempts"):
             cur = con.execute("SELECT samples_us FROM attempts ORDER BY rowid")
             arrays = []
-            while rows := cur.fetchmany(4096):
-                arrays += parse_lists(r[0] for r in rows)
+            with reading(con, "attempts", store.path):  # a damaged row's text: named by row and column
+                while rows := cur.fetchmany(4096):
+                    arrays += parse_lists(r[0] for r in rows)
     finally:
         if not in_tx:
             con.execute("ROLLBACK")

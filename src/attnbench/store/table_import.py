@@ -102,7 +102,8 @@ def _samples(r: dict) -> list[float]:
     try:
         values = json.loads(text) if text.startswith("[") else [float(x) for x in text.replace(";", " ").split()]
     except ValueError:
-        raise meaning.RowError("samples_us", f"must be a JSON list or space-separated times, got {text[:40]!r}") from None
+        raise meaning.RowError("samples_us", f"must be a JSON list or space-separated times, got {text[:40]!r}") \
+            from None
     samples = meaning.samples(values)
     meaning.median_matches(median, samples)
     return samples

@@ -11,8 +11,8 @@ HELP = ("write the attempts (or runs) table to jsonl, csv or parquet; a name end
         "(jsonl, csv)")
 DESCRIPTION = ("Write a table of a store to a file, every column of docs/schema.md, raw samples included, so a "
                "result stands alone. The file appears complete or not at all; an export never overwrites a store "
-               "or the -wal, -shm or -journal file beside one. Rows whose text is damaged (not UTF-8) are left out "
-               "and named, and the exit code is then 1.")
+               "or the -wal, -shm or -journal file beside one. Rows whose text is damaged (not UTF-8, not JSON in a "
+               "JSON column, text in a number column) are left out and named, and the exit code is then 1.")
 
 
 def add_arguments(x) -> None:
@@ -47,8 +47,8 @@ def run(args) -> int:
         from ...store.damage import where
 
         rows = len({d.rowid for d in damaged})
-        console.err.print(f"attnbench: warning: {rows} {args.table} row(s) of {args.db} left out, their text damaged "
-                          f"(not UTF-8): {where(args.table, damaged)}; the export holds every other row", markup=False,
+        console.err.print(f"attnbench: warning: {rows} {args.table} row(s) of {args.db} left out, their text damaged: "
+                          f"{where(args.table, damaged)}; the export holds every other row", markup=False,
                           highlight=False, soft_wrap=True)
         return 1
     return 0
