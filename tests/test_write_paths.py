@@ -186,3 +186,14 @@ def test_a_damaged_run_row_is_named_too(cli, db, tmp_path):
     refused(cli("show", "--db", db), "runs row 1 (run_id 'run-a'), column provenance: not JSON")
     res = cli("export", "--db", db, "--table", "runs", "--out", tmp_path / "r.jsonl")
     assert res.rc == 1 and "column provenance: not JSON" in res.err
+
+
+def test_model_kernel_grid_never_replaces_a_store_and_a_full_disk_is_one_line(cli, db, tmp_path, monkeypatch):
+    before = digest(db)
+    refused(cli("model", "--config", "tiny", "--device", "cpu", "--kernel-grid", db), "is a SQLite database")
+    refused(cli("model", "--config", "tiny", "--device", "cpu", "--kernel-grid", f"{db}-journal"), "journal file")
+    assert digest(db) == before
+    _failing(monkeypatch, "write_text", errno.ENOSPC, lambda p: p.name.startswith("k.yaml"))
+    refused(cli("model", "--config", "tiny", "--device", "cpu", "--kernel-grid", tmp_path / "k.yaml"),
+            "No space left on device")
+    assert not list(tmp_path.glob("k.yaml*"))

@@ -7,8 +7,9 @@ from ..usage import DEFAULT_DB, UsageError
 NAME = "import"
 HELP = "read an export back into a store (existing attempts and runs are kept)"
 DESCRIPTION = ("Add the rows of an export to a store (created if absent). Every row is validated first (statuses, "
-               "JSON columns, what each status must carry); one bad row and nothing is written. Attempts already "
-               "in the store are kept.")
+               "JSON columns, what each status must carry, and what the values mean: samples that are positive "
+               "times, a median that is theirs, a workload attnbench can measure whose key is its fields'); one bad "
+               "row is named by row and column, and nothing is written. Attempts already in the store are kept.")
 
 
 def add_arguments(i) -> None:

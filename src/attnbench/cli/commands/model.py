@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import console
+from ..files import writable, write_whole
 from ..usage import UsageError, csv_list
 
 NAME = "model"
@@ -131,9 +132,7 @@ def write_kernel_grid(path: Path, cfg, specs, dtype) -> int:
             "launch")
     ws = list(dict.fromkeys(attention_workload(cfg, s, dtype) for s in specs))
     body = {"name": f"model-{cfg.name}", "workloads": [{k: getattr(w, k) for k in keep} for w in ws]}
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(yaml.safe_dump(body, sort_keys=False))
-    tmp.replace(path)
+    write_whole(path, yaml.safe_dump(body, sort_keys=False))  # a full disk: one line, nothing half-written
     return len(ws)
 
 
@@ -152,9 +151,7 @@ def run(args) -> int:
     device = check_device(args.device or default_device())
     cfg, specs, dtype = plan(args, device)
     if args.kernel_grid:
-        path = Path(args.kernel_grid)
-        if not path.parent.exists() or path.is_dir():
-            raise UsageError(f"--kernel-grid {path} is not a file in a directory that exists")
+        path = writable(args.kernel_grid, "--kernel-grid")  # never a store, its -wal/-shm/-journal or a directory
         n = write_kernel_grid(path, cfg, specs, dtype)
         console.err.print(f"wrote {n} attention workloads to {path}")
         return 0
