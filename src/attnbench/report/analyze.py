@@ -9,6 +9,7 @@ from string import ascii_uppercase
 from rich.console import Console
 from rich.text import Text
 
+from ..analysis.sections.winners import ALL_SIDES
 from .analysis_text import (PAIR_NOTE, changes_table, correctness_table, dispatch_table, efficiency_table,
                             noise_floor_lines, outcomes_table, pairs_table, side_lines, sources_lines, transfer_table,
                             winners_table)
@@ -41,10 +42,10 @@ TERMINAL = {"sources": lambda a, names: ["\n".join(sources_lines(a, names))],  #
 def _sides(a) -> list[str]:
     """Every side the terminal's tables name, stores in argument order first."""
     seen = [s.label for s in a.sources.rows] if a.by == "label" else []
-    seen += [s.side for s in a.winners.separated if s.side != "(all)"]
+    seen += [s.side for s in a.winners.separated]
     seen += [x for r in a.transfer.rows for x in (r.source, r.target)]
     seen += [x for r in a.pairs.rows for x in (r.a, r.b)]
-    return list(dict.fromkeys(str(x) for x in seen))
+    return [x for x in dict.fromkeys(str(x) for x in seen) if x != ALL_SIDES]  # "(all)" is short and says itself
 
 
 def _folds(tables, sides: set[str], width: int) -> bool:
