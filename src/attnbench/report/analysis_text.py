@@ -15,7 +15,8 @@ def _mode(m: str) -> str:
 
 def _methods(m: dict) -> str:
     short = {"paired-repeats": "paired", "pooled-samples": "pooled", "none": "none"}
-    return " ".join(f"{short.get(k, k)} {v}" for k, v in sorted(m.items())) or "-"
+    # ", " between methods: a narrow column wraps between them, never inside "paired 19"
+    return ", ".join(f"{short.get(k, k)} {v}" for k, v in sorted(m.items())) or "-"
 
 
 def sources_lines(a, names: dict | None = None) -> list[str]:
