@@ -282,9 +282,12 @@ def filled(tmp_path):
     s = Store(db)
     s.start_run("run-a", "default", "g", "attnbench run", "CPU test",
                 {"ceilings": {"copy_gbps": 10.0, "matmul_tflops_bf16": 1.0}})
+    # samples whose median and p95 are the row's (an export of the store imports: store/meaning.py)
     rows = [make_row(0, backend="fast"), make_row(1, backend="slow", median_us=500.0, p95_us=600.0,
+                                                 samples_us=[400.0] * 5 + [500.0] * 2 + [600.0] * 5,
                                                  attempt_key="k-slow"),
-            make_row(2, backend="ref", role="accuracy_reference", median_us=1.0, attempt_key="k-ref"),
+            make_row(2, backend="ref", role="accuracy_reference", median_us=1.0, p95_us=1.0, samples_us=[1.0] * 12,
+                     attempt_key="k-ref"),
             make_row(3, backend="broken", status="CRASH", reason="worker killed by SIGABRT", median_us=None,
                      p95_us=None, samples_us=None, attempt_key="k-crash")]
     rows[1].update({k: rows[0][k] for k in ("workload_key", "q_len", "kv_len", "causal", "flops", "bytes")})
@@ -478,7 +481,8 @@ def tagged(tmp_path):
                       "started_at": "2026-01-01T00:00:00Z", "finished_at": end, "provenance": {}})
     s.insert_many([make_row(0, backend="fast", run_id="run-a", tag="a", attempt_key="k-a0"),
                    make_row(1, backend="fast", run_id="run-a", tag="a", attempt_key="k-a1"),
-                   make_row(0, backend="slow", run_id="run-b", tag="b", attempt_key="k-b0", median_us=500.0)])
+                   make_row(0, backend="slow", run_id="run-b", tag="b", attempt_key="k-b0", median_us=500.0,
+                            p95_us=500.0, samples_us=[500.0] * 12)])
     s.close()
     return db
 
