@@ -98,14 +98,24 @@ def recheck(a) -> str | None:
     return f"after timing, on new input values, the timed path's output failed the check: {verdict.reason}"
 
 
-def fresh_and_same(a, rounds: int = 3) -> tuple[list[float], list[float]]:
+def fresh_and_same(a, rounds: int = 3, settle_s: float = 0.0, first: int = 0) -> tuple[list[float], list[float]]:
     """µs of the timed path, synchronised, on new values written into the inputs (`fresh`), each
-    followed by a call on those same values again (`same`); the workload's values are restored."""
+    followed by a call on those same values again (`same`); the workload's values are restored. Each call
+    comes `settle_s` after the device is idle, so that neither runs in the wake of the refill's own work (a
+    loaded host's thread pools still spinning, a copy still queued) and the two differ by their values only.
+    `first`: the first round's index (each round its own values)."""
+    import time
+
+    from ..measure.device import sync
+
     fresh, same = [], []
     try:
-        for i in range(rounds):
+        for i in range(first, first + rounds):
             refill(a.inputs, a.w, a.seed + 3_000_017 + i, a.dist)
             for into in (fresh, same):
+                if settle_s:
+                    sync(a.device)
+                    time.sleep(settle_s)
                 into.append(timing.one_call(a.timed.replay, a.device)[1])
     finally:
         refill(a.inputs, a.w, a.seed, a.dist)

@@ -6,7 +6,9 @@ The attempt's steps (runner/attempt.py lists them in order) stop at the first ga
 - DISPATCH_MISMATCH: the probe before or after timing saw other kernel families than the backend
   declares, or its kernels on another GPU;
 - IMPLAUSIBLE, answered from a cache: calls on new values took far longer than the timed median,
-  confirmed at one moment against calls on the same values again.
+  confirmed by two passes (of up to three, apart in time) of calls on new values each beside one on the
+  same values again, every call after the same pause; the passes' calls are the row's evidence
+  (check_detail["cache_gate"]), whichever way they decide.
 The row's sink then applies judge() to an OK attempt: two rules turn it into IMPLAUSIBLE (its samples
 are then not reported):
 - the timer saw less than the work: the median per call is below TIMER_FLOOR x the device time of
@@ -54,6 +56,17 @@ L2_FACTOR = 2
 # cold cache): on a GPU tens of µs and some percent, against a prefill's milliseconds.
 FRESH_RATIO = 5.0
 FRESH_MARGIN_US = 2000.0
+# A suspected cache is confirmed before it is named (steps.confirm_cache): passes of three rounds, each a
+# call on new values and one on the same values again, until CONFIRM_AGREE passes say the same (at most
+# CONFIRM_PASSES). A host's burst of load (a neighbour compiling, a preempted call) that made the first
+# pass look like a cache rarely lasts PASS_GAP_S into the next one, while a cache answers the same way in
+# every pass. Every confirmation call comes SETTLE_S after the device is idle: on a loaded 2-core host, a
+# jax-xla call right after the inputs were rewritten ran 6.4x slower than the same call a moment later
+# (the refill's thread pools still busy), which the first pass read as a cache.
+CONFIRM_PASSES = 3
+CONFIRM_AGREE = 2
+PASS_GAP_S = 0.25
+SETTLE_S = 0.1
 
 
 def flop_ceiling(ceilings: dict) -> float | None:
@@ -160,12 +173,34 @@ def cache_suspected(a) -> bool:
     return bool(answered_from_cache(a.fresh, statistics.median(samples) if samples else 0.0))
 
 
+def pass_says_cache(fresh_us: list[float], same_us: list[float]) -> bool:
+    """One confirmation pass: calls on new values (`fresh_us`) against calls on the same values again."""
+    return bool(answered_from_cache(fresh_us, statistics.median(same_us) if same_us else 0.0))
+
+
+def cache_settled(passes: list[dict]) -> bool:
+    """Whether the confirmation passes so far decide (CONFIRM_AGREE of them say the same), or none are left."""
+    said = sum(p["cache"] for p in passes)
+    return said >= CONFIRM_AGREE or len(passes) - said >= CONFIRM_AGREE or len(passes) >= CONFIRM_PASSES
+
+
 def not_from_cache(a) -> Decision | None:
-    """IMPLAUSIBLE when calls on new values, each beside one on the same values again, confirm the cache."""
+    """IMPLAUSIBLE when CONFIRM_AGREE confirmation passes (calls on new values, each beside one on the same
+    values again) say the timed calls answered from a cache."""
     if a.same is None:
         return None
-    why = answered_from_cache(a.fresh, statistics.median(a.same), "the same calls repeated on those values")
-    return (Status.IMPLAUSIBLE, why) if why else None
+    passes = a.cache_passes or [{"new_us": a.fresh, "same_us": a.same, "cache": pass_says_cache(a.fresh, a.same)}]
+    confirming = [p for p in passes if p["cache"]]
+    if len(confirming) < min(CONFIRM_AGREE, len(passes)):
+        return None
+    last = confirming[-1]
+    why = (answered_from_cache(last["new_us"], statistics.median(last["same_us"]),
+                               "the same calls repeated on those values")
+           or "calls on new input values were many times slower than the same calls repeated on those values: the "
+              "timed calls answered from a cache of earlier results")
+    return Status.IMPLAUSIBLE, (f"{why}; in {len(confirming)} of {len(passes)} passes {PASS_GAP_S:g} s apart, each "
+                                f"call {SETTLE_S * 1e3:g} ms after the device was idle (every call: "
+                                "check_detail.cache_gate)")
 
 
 def _dispatch(a, probe, prefix: str) -> Decision | None:

@@ -58,6 +58,7 @@ class Attempt:
     timed: Any = None  # timing.Timing
     fresh: list[float] = field(default_factory=list)  # µs of single calls on new input values
     same: list[float] | None = None  # µs of calls on those values again, when a cache is suspected
+    cache_passes: list[dict] | None = None  # the cache confirmation's passes (gates.not_from_cache reads them)
 
     @property
     def device(self) -> str:
@@ -160,6 +161,28 @@ def recheck(a: Attempt) -> None:
 
 
 def confirm_cache(a: Attempt) -> None:
-    """A host that stalled through every call on new values looks like a cache: confirm it at one
-    moment, each call on new values followed by one on the same values again."""
-    a.fresh, a.same = checks.fresh_and_same(a)
+    """A host that stalled through every call on new values looks like a cache: re-measure before accusing,
+    in passes apart in time (gates.CONFIRM_PASSES), each call on new values followed by one on the same
+    values again, every call after the same pause. The calls are the row's evidence either way
+    (check_detail["cache_gate"])."""
+    import statistics
+
+    from . import gates
+
+    samples = a.timed.samples_us
+    evidence = {"suspected": {"new_values_us": _us(a.fresh),
+                              "timed_median_us": round(statistics.median(samples), 1) if samples else None},
+                "passes": []}
+    while not gates.cache_settled(evidence["passes"]):
+        if evidence["passes"]:
+            time.sleep(gates.PASS_GAP_S)
+        a.fresh, a.same = checks.fresh_and_same(a, settle_s=gates.SETTLE_S, first=3 * len(evidence["passes"]))
+        evidence["passes"].append({"new_us": _us(a.fresh), "same_us": _us(a.same),
+                                   "cache": gates.pass_says_cache(a.fresh, a.same)})
+    a.cache_passes = evidence["passes"]
+    evidence["verdict"] = "cache" if gates.not_from_cache(a) else "cleared"
+    a.res["check_detail"] = {**(a.res.get("check_detail") or {}), "cache_gate": evidence}
+
+
+def _us(values) -> list[float]:
+    return [round(v, 1) for v in values]
