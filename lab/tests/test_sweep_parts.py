@@ -247,7 +247,8 @@ def test_the_ledger_counts_one_start_up_for_the_sweep_run_whole(parts, make_row,
     # read in name order, but the first part is the run that started earliest (seg2 here)
     for n, day, up in ((1, 2, 20.0), (2, 1, 30.0), (3, 3, 50.0)):
         rows = [make_row(i, run_id=f"run-{n}", created_at=f"2026-01-0{day}T00:00:{9 + i - 2 * n:02d}Z",
-                         samples_us=[250000.0] * 4, calls_per_sample=1) for i in range(2 * n, 2 * n + 2)]
+                         samples_us=[250000.0] * 4, median_us=250000.0, p95_us=250000.0, calls_per_sample=1)
+                for i in range(2 * n, 2 * n + 2)]
         _part(kept, f"port-seg{n}", rows, {"startup_s": up}, started_at=f"2026-01-0{day}T00:00:00Z")
     parts.ledger(SimpleNamespace(dir=str(kept), carry=str(tmp_path / "carry" / "port.sqlite.gz")))
     out = capsys.readouterr().out
