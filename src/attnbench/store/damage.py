@@ -79,8 +79,8 @@ def scan(con, table: str, rowids: set[int] | None = None) -> list[Damage]:
 
 def describe(path, table: str, found: list[Damage]) -> str:
     """One line: the damaged rows and columns, and what to do."""
-    return (f"{path}: damaged text in {table} {where(table, found)} (the row was changed after it was written); "
-            "`attnbench export` saves the intact rows")
+    return (f"{path}: damaged text in {table} {where(table, found)} (changed after it was written, or imported "
+            "unchecked by an older attnbench); `attnbench export` saves the intact rows")
 
 
 def where(table: str, found: list[Damage]) -> str:
