@@ -6,6 +6,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import sqlite3
+import time
 
 import pytest
 
@@ -154,7 +155,8 @@ def test_a_claim_whose_pid_now_names_another_process_is_taken_over(store_file):
     """A store carried to a fresh machine of the same name: the dead run's pid is alive there, as
     another process. The claim names its process by boot and start time, so it is not held."""
     import os
-    from attnbench.store.db import _process_id
+    from attnbench.store.claims import process_id as _process_id
+    from attnbench.store.db import utcnow
 
     a = Store(store_file)
     me = _process_id(os.getpid())
@@ -164,8 +166,8 @@ def test_a_claim_whose_pid_now_names_another_process_is_taken_over(store_file):
                   (me.rsplit("start=", 1)[0] + "start=1", os.getpid()))  # this boot, pid started later
     a.con.execute("INSERT INTO claims VALUES ('live', 'live-run', ?, ?, '2026-01-01T00:00:00Z')",
                   (me, os.getpid()))  # the very process: still held
-    a.con.execute("INSERT INTO claims VALUES ('away', 'far-run', 'elsewhere boot=x start=1', 1, "
-                  "'2026-01-01T00:00:00Z')")  # another host: held
+    a.con.execute("INSERT INTO claims VALUES ('away', 'far-run', 'elsewhere boot=x start=1', 1, ?)",
+                  (utcnow(),))  # another host, refreshed just now: held
     a.con.commit()
     assert a.claim("moved", "run-9") and a.claim("reused", "run-9")
     assert not a.claim("live", "run-9") and not a.claim("away", "run-9")
@@ -282,8 +284,8 @@ def test_a_run_that_leaves_attempts_claimed_by_another_run_says_how_many(cli, tm
     con = sqlite3.connect(db)
     key, = con.execute("SELECT attempt_key FROM attempts LIMIT 1").fetchone()
     con.execute("DELETE FROM attempts WHERE attempt_key=?", (key,))
-    con.execute("INSERT INTO claims VALUES (?, 'far-run', 'elsewhere boot=x start=1', 1, '2026-01-01T00:00:00Z')",
-                (key,))
+    con.execute("INSERT INTO claims VALUES (?, 'far-run', 'elsewhere boot=x start=1', 1, ?)",
+                (key, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))  # refreshed just now: held
     con.commit()
     res = cli(*argv)
     assert "1 attempts have no row" in res.err, res.err  # rc 0: a run beside it may be filling them

@@ -3,6 +3,8 @@ planned-out rows, let the executor run the rest into the sink, record the run. T
 job type (runner/jobs.py): a RunRequest's attempts, a ModelRequest's model steps."""
 from __future__ import annotations
 
+import logging
+import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -16,6 +18,8 @@ from . import jobs
 from .executors.base import Executor, Outcome
 from .planner import Attempt
 from .sink import RowSink, new_run_id
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -34,6 +38,7 @@ class RunRequest:
     argv: str = ""
     retry_failed: bool = False  # TIMEOUT, CRASH and ERROR rows of these attempts are run again
     began: float | None = None  # time.monotonic() when the command began; None: when conduct() was called
+    take_over_claims: bool = False  # claims of other hosts are taken whatever their age (the user says those runs are gone)
 
 
 @dataclass
@@ -45,7 +50,8 @@ class RunReport:
     counts: Counter = field(default_factory=Counter)  # statuses written by this run
     overhead_s: dict = field(default_factory=dict)
     startup_s: float | None = None  # from the command's start to the run's (interpreter, workers, provenance, plan)
-    held: int = 0  # attempts left without a row: another run (live, or on another host) claims them
+    held: int = 0  # attempts left without a row: another live run claims them (store/claims.py)
+    held_by: str = ""  # who holds those claims: host, pid, how fresh
 
 
 class Observer:
@@ -112,20 +118,32 @@ def conduct(executor: Executor, store: Store, req: RunRequest, observer: Observe
             if a.planned:
                 sink(Outcome(a, {"status": a.planned.value, "reason": a.reason}, 0.0, executor.placement_for(a)))
         def claim(a: Attempt, where: str | None = None) -> bool:
-            taken = store.claim(a.key, report.run_id)
+            taken = store.claim(a.key, report.run_id, take_over=getattr(req, "take_over_claims", False))
             if taken:
                 observer.attempt(a, where)
             return taken
 
         try:
-            executor.run(runnable, sink, claim)
+            with store.heartbeat(report.run_id):  # this run's claims stay fresh for runs on other hosts
+                executor.run(runnable, sink, claim)
         finally:
-            store.release_claims(report.run_id)
+            _release(store, report.run_id)
         written = job_type.done(store)
-        report.held = sum(1 for a in runnable if a.key not in written)
+        unwritten = [a.key for a in runnable if a.key not in written]
+        report.held, report.held_by = len(unwritten), store.claimants(unwritten) if unwritten else ""
         report.overhead_s = {k: round(v, 2) for k, v in {**executor.overhead_s, "store": sink.store_s}.items()}
         store.finish_run(report.run_id, {"sweep_overhead_s": report.overhead_s})  # start-up: stored at the start
         return report
     finally:
         executor.close()
 
+
+
+def _release(store: Store, run_id: str) -> None:
+    """Give back this run's claims on the way out, interrupted or not. A store that cannot be written (the
+    disk full) keeps them, and the error that stopped the run is the one reported: those claims lapse with
+    this process on this host, and after CLAIM_STALE_S without a heartbeat anywhere (store/claims.py)."""
+    try:
+        store.release_claims(run_id)
+    except sqlite3.Error as e:
+        log.info("this run's claims could not be released: %s (they lapse once this process has ended)", e)

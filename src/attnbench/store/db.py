@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
-import socket
 import sqlite3
 import time
 from pathlib import Path
 from urllib.parse import quote
 
-from ..procinfo import boot_id, start_ticks
+from . import claims
 from . import damage
 from .schema import ATTEMPT_COLUMNS, BACKFILL, CLAIMS_DDL, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
 
@@ -269,20 +267,19 @@ class Store:
     def _columns(self, table: str) -> set[str]:
         return table_columns(self.con, table)
 
-    # ---- claims: two runs sharing a store never measure one attempt twice ---------------------
-    def claim(self, attempt_key: str, run_id: str) -> bool:
-        """Take the attempt for this run: False when it already has a row, or another live run
-        (a process still running on this host, or any claim on another host) holds it. A claim names
-        its process by host, boot and start time (_process_id): a pid reused since, on a fresh machine
-        of the same name or after a reboot, is not the claimant."""
-        host, pid = _own_id(), os.getpid()
+    # ---- claims: two runs sharing a store never measure one attempt twice (store/claims.py: liveness) -----
+    def claim(self, attempt_key: str, run_id: str, take_over: bool = False) -> bool:
+        """Take the attempt for this run: False when it already has a row, or another live run holds it
+        (claims.held: a process still running on this host; a claim of another host refreshed within
+        CLAIM_STALE_S, unless `take_over`). A claim names its process by host, boot and start time."""
+        host, pid = claims.own_id(), os.getpid()
         with self.con:
             self.con.execute("BEGIN IMMEDIATE")
             if self.con.execute("SELECT 1 FROM attempts WHERE attempt_key=?", (attempt_key,)).fetchone():
                 return False
-            held = self.con.execute("SELECT run_id, host, pid FROM claims WHERE attempt_key=?",
-                                    (attempt_key,)).fetchone()
-            if held and held["run_id"] != run_id and _held(held["host"], held["pid"]):
+            had = self.con.execute("SELECT run_id, host, pid, claimed_at FROM claims WHERE attempt_key=?",
+                                   (attempt_key,)).fetchone()
+            if had and had["run_id"] != run_id and claims.held(had["host"], had["pid"], had["claimed_at"], take_over):
                 return False
             self.con.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
                              (attempt_key, run_id, host, pid, utcnow()))
@@ -292,44 +289,20 @@ class Store:
         with self.con:
             self.con.execute("DELETE FROM claims WHERE run_id=?", (run_id,))
 
+    def heartbeat(self, run_id: str) -> claims.Heartbeat:
+        """A context that keeps this run's claims fresh while it runs (claims.Heartbeat)."""
+        return claims.Heartbeat(self.path, run_id, lock_timeout_s=LOCK_TIMEOUT_S)
+
+    def claimants(self, keys) -> str:
+        """Who holds the claims of these attempts (host, pid, how fresh), in one phrase; "" when none."""
+        keys = list(keys)
+        rows = [r for i in range(0, len(keys), 500) for r in self.con.execute(
+            f"SELECT host, pid, claimed_at FROM claims WHERE attempt_key IN ({','.join('?' * len(keys[i:i + 500]))})",
+            keys[i:i + 500])]
+        return claims.describe(rows)
+
     def count(self) -> int:
         return self.con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
-
-
-def _process_id(pid) -> str:
-    """Who holds a claim: host name, boot id and the pid's start time, so that a pid reused later
-    (another machine of the same name, a reboot) does not pass for the claimant."""
-    return f"{socket.gethostname()} boot={boot_id()} start={start_ticks(pid)}"
-
-
-@functools.cache
-def _own_id_of(pid: int) -> str:
-    return _process_id(pid)
-
-
-def _own_id() -> str:
-    """This process's claim name, read from /proc once per process (not once per claim)."""
-    return _own_id_of(os.getpid())
-
-
-def _held(host, pid) -> bool:
-    """Whether the claimant (host as _process_id wrote it, and its pid) may still be running: a claim
-    of another host is held; one of this host is held while that pid runs with the same start time
-    (an older claim that names only the host: while the pid runs)."""
-    name = socket.gethostname()
-    if not host or host.split(" boot=")[0] != name:
-        return True
-    if " boot=" not in host:
-        return _alive(pid)
-    return _alive(pid) and host == _process_id(pid)
-
-
-def _alive(pid) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except (OSError, TypeError, ValueError):
-        return False
-    return True
 
 
 def _operational(path: Path, e: sqlite3.OperationalError) -> str:
