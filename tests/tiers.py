@@ -30,6 +30,9 @@ FULL = {
     "tests/test_ray_executor.py::test_an_actor_killed_mid_attempt_has_its_attempts_run_again[*]":
         "a lost lane's attempts put back: test_multi_device interrupt-then-resume (in process)",
     # ---- compiler caches and environment of the workers
+    "tests/test_shared_cache.py::test_concurrent_runs_with_compilers_store_no_error_a_solo_run_has_not[*]":
+        "the lease and the retry on their own: the other tests of test_shared_cache (a run ending beside a live one "
+        "keeps the cache; a vanished cache's attempt runs again)",
     "tests/test_runner_fakes.py::test_a_later_repeat_loads_what_jax_compiled_in_an_earlier_one":
         "the run's cache reaches the workers: test_compile_workers_use_the_runs_own_compiler_cache",
     "tests/test_runner_fakes.py::test_compile_workers_use_the_runs_own_compiler_cache[True-None]":

@@ -1,12 +1,13 @@
-"""A run's store and compiler cache around conduct(): opened first (a path that is no store is refused
-before any worker starts); a store this run created is removed when the run failed before it wrote a
-run or an attempt; the sweep's compiler cache kept for the resume or removed (runner/compile_cache.py)."""
+"""A run's store and compiler cache around conduct(): opened first (a path that is no store, or a store that
+cannot be written, is refused before any worker starts); a store this run created is removed when the run
+failed before it wrote a run or an attempt; the sweep's compiler cache held while the run lives, then kept
+for the resume or removed when no other live run uses it (runner/compile_cache.py)."""
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from ..store.db import Store
+from ..store.db import Store, StoreError
 from .compile_cache import CompileCache
 
 
@@ -15,19 +16,41 @@ class RunSession:
         self.db, self.cache = db, cache
         self.new_db, self.log = not db.exists(), None if log.exists() else log  # log: one this run creates
         self.store = Store(db)
+        try:
+            writable(self.store, db)
+        except StoreError:
+            self.store.close()
+            raise
+        self.lease = cache.enter()  # taken before the executor reads the cache: held until failed()/finished()
 
     def failed(self, bad_input: bool) -> int | None:
         """The run failed or was interrupted: drop what it created if it wrote nothing (bad_input: the log
         goes too). Bytes of compiled code kept for the resume, or None."""
         dropped = self.new_db and drop_unused(self.store, self.db, self.log, bad_input)
-        return self.cache.after_failure(dropped)
+        lease, self.lease = self.lease, None
+        return self.cache.after_failure(dropped, lease)
 
     def finished(self, held: int) -> None:
         """The run ended; `held` attempts are still claimed by another run."""
-        self.cache.after_run(held)
+        lease, self.lease = self.lease, None
+        self.cache.after_run(held, lease)
 
     def close(self) -> None:
+        if self.lease is not None:  # neither failed() nor finished() ran: keep the cache, let go of it
+            self.lease.end(remove=False)
+            self.lease = None
         self.store.close()
+
+
+def writable(store: Store, db: Path) -> None:
+    """StoreError (one line, exit 2) when the store cannot be written: found before any worker starts, not at
+    the run's first row. The probe rewrites one value as it is, in a transaction of its own."""
+    try:
+        with store.con:
+            store.con.execute("UPDATE meta SET value=value WHERE key='schema_version'")
+    except sqlite3.OperationalError as e:
+        raise StoreError(f"{db} cannot be written ({e}): a run stores its rows there; make it writable or "
+                         "choose another --db") from None
 
 
 def drop_unused(store: Store, db: Path, log: Path | None, bad_input: bool) -> bool:

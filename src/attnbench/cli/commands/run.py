@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import logging
 import shlex
+import signal
+import threading
 from pathlib import Path
 
 from rich.markup import escape
@@ -97,6 +101,11 @@ def add_arguments(r) -> None:
     r.add_argument("--retry-failed", action="store_true",
                    help="on resume, run again the attempts of this tag that ended TIMEOUT, CRASH or ERROR "
                         "(their rows are replaced)")
+    r.add_argument("--take-over-claims", action="store_true",
+                   help="take the attempts that runs on other hosts claim, however recently they refreshed their "
+                        "claims: for a run you know is gone (killed, re-queued, a store copied here). Without it a "
+                        "claim of another host lapses after 10 minutes without its run's heartbeat; a claim of this "
+                        "host lapses when its process has ended (docs/usage.md, Sharing a store)")
 
 
 def run(args) -> int:
@@ -118,14 +127,15 @@ def run(args) -> int:
     backends = select(args.backends, args.plugin)
     check_plan_size(len(workloads), len(backends), args.repeats)  # before workers start or a plan is made
     req = RunRequest(options.label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
-                     shlex.join(["attnbench"] + list(args.argv)), args.retry_failed, args.began)
-    executor = make_executor(options)
+                     shlex.join(["attnbench"] + list(args.argv)), args.retry_failed, args.began,
+                     take_over_claims=args.take_over_claims)
     if args.dry_run:
-        return _dry_run(executor, req, options)
-    session = RunSession(options.db, Path(options.log_path), options.cache)
+        return _dry_run(make_executor(options), req, options)
+    session = RunSession(options.db, Path(options.log_path), options.cache)  # refuses a store it cannot write
     try:
         try:
-            with SweepProgress(console.err) as prog:
+            executor = make_executor(options)  # after the session holds the cache: it reads the cache's state
+            with _sigterm_as_interrupt(), SweepProgress(console.err) as prog:
                 report = _ray_errors(conduct, executor, session.store, req, prog)
         except BaseException as e:
             kept = session.failed(bad_input=isinstance(e, UsageError))
@@ -133,16 +143,52 @@ def run(args) -> int:
                 console.err.print(f"compiled code kept for the resume: {escape(str(options.cache.sweep))} "
                                   f"({kept / 2**20:.0f} MiB; removed when the sweep finishes, or delete it)",
                                   soft_wrap=True)
+            if isinstance(e, Terminated):
+                console.err.print("attnbench: terminated (SIGTERM); this run's claims are released: run the same "
+                                  "command again to resume", soft_wrap=True, markup=False, highlight=False)
+                return 128 + signal.SIGTERM
+            if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+                where = (str(e).splitlines() or ["no space left"])[0]
+                console.err.print(f"attnbench: error: the disk is full ({where}); every row written before is kept: "
+                                  "free space and run the same command again to resume", soft_wrap=True,
+                                  markup=False, highlight=False)
+                return 1
             raise
         session.finished(report.held)
         summary(console.err, session.store, report.counts, report.resumed, options.db, report.overhead_s,
                 report.startup_s)
         if report.held:
-            console.err.print(f"[bold yellow]{report.held} attempts have no row[/]: another run claims them (still "
-                              "running, or on another host); run again once it has ended")
+            console.err.print(f"[bold yellow]{report.held} attempts have no row[/]: another live run claims them "
+                              f"({escape(report.held_by or 'unknown')}); run again once it has ended. A claim of "
+                              "another host lapses 10 minutes after its last heartbeat; --take-over-claims takes "
+                              "them now", soft_wrap=True)
         return 0
     finally:
         session.close()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a batch system's stop, `kill`), raised where the run is, as Ctrl-C is: workers stopped, this
+    run's claims released, the compiler cache kept for the resume."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While the run lives, SIGTERM raises Terminated in the main thread; a second SIGTERM during the clean-up
+    is ignored (SIGKILL still stops it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _dry_run(executor, req, options) -> int:

@@ -1,7 +1,9 @@
 """The local executor: isolated worker processes on this host's one device, warm per repeat."""
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -16,6 +18,11 @@ from ..supervisor import Worker, WorkerGone, WorkerTimeout
 from .base import Claim, Executor, Outcome, Placement, Sink, Started, take_all
 
 log = logging.getLogger(__name__)
+
+# An attempt whose compiler cache vanished under it (removed by hand, by a run that knows no lease, or a file
+# system without locks) failed for the harness's housekeeping, not for its backend: it runs again on a fresh
+# worker, this many times at most.
+VANISHED_CACHE_RETRIES = 1
 
 
 @dataclass
@@ -38,6 +45,13 @@ class LocalConfig:
     run_cache_resumed: bool = False  # run_cache held an interrupted run's compiled code when this run began
     run_cache_kept: bool = True  # run_cache outlives the run (the sweep's); False: the caller removes it at the end
     ceilings: bool = True  # measure the device's ceilings at start (the attempts' plausibility gates read them)
+
+
+def _disk_full(measured: dict) -> bool:
+    """Whether an attempt failed because a disk is full (its compiler's cache, a library's files)."""
+    reason = measured.get("reason") or ""
+    return measured.get("status") in (Status.ERROR.value, Status.CRASH.value) and (
+        "No space left on device" in reason or f"[Errno {errno.ENOSPC}]" in reason)
 
 
 def worker_slot(backend, strict_isolation: bool = False) -> str | None:
@@ -68,6 +82,7 @@ class LocalExecutor(Executor):
         own = not (cfg.compile_cache or cfg.run_cache)
         self._fresh_cache = tempfile.TemporaryDirectory(prefix="attnbench-compile-") if own else None
         self.cache_dir = cfg.compile_cache or cfg.run_cache or self._fresh_cache.name
+        self._cache_ids: dict[int, tuple | None] = {}  # id(worker) -> its cache folder's identity when it started
 
     def _spec(self, a: Attempt) -> dict:
         """The worker's message for one job (an attempt, a model step): its job type builds it."""
@@ -77,10 +92,28 @@ class LocalExecutor(Executor):
         return worker_slot(backend, self.cfg.strict_isolation)
 
     def _new_worker(self, slot: str | None = None, wait: bool = True) -> Worker:
-        warm = {"device": self.device, "compile_cache": self.cache_dir,
-                "compiler": slot is None or slot.startswith("backend:"), "cores": self.cores}
-        return Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm,
-                      wait=wait)
+        compiler = slot is None or slot.startswith("backend:")
+        warm = {"device": self.device, "compile_cache": self.cache_dir, "compiler": compiler, "cores": self.cores}
+        ident = self._cache_identity(make=True) if compiler else None
+        w = Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm, wait=wait)
+        if compiler:
+            self._cache_ids[id(w)] = ident
+        return w
+
+    def _cache_identity(self, make: bool = False) -> tuple | None:
+        """The compiler cache folder's (device, inode), None when it is missing; `make`: made first."""
+        try:
+            if make:
+                os.makedirs(self.cache_dir, exist_ok=True)
+            st = os.stat(self.cache_dir)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _cache_vanished(self, w: Worker) -> bool:
+        """Whether the compiler cache this compiler worker started with was removed (or replaced) since."""
+        before = self._cache_ids.get(id(w))
+        return before is not None and self._cache_identity() != before
 
     def _prestart(self, slots: set[str | None]) -> None:
         """Start every worker this repeat needs at once, then wait for their handshakes, before
@@ -126,19 +159,25 @@ class LocalExecutor(Executor):
             res = w.call(self._spec(a), self.cfg.timeout_s)
             if res.pop("fatal", False):  # the worker exits itself: its CUDA context is unusable
                 self._drop(slot, w)
+            elif res.get("status") in (Status.ERROR.value, Status.CRASH.value) and self._cache_vanished(w):
+                self._drop(slot, w)  # its compiler may remember files that are gone: a fresh one runs it again
+                res["cache_vanished"] = True
             return res
         except WorkerTimeout as e:
             self._drop(slot, w)
             return {"status": Status.TIMEOUT.value, "reason": str(e)}
         except WorkerGone as e:
+            vanished = self._cache_vanished(w)
             self._drop(slot, w)
-            return {"status": Status.CRASH.value, "reason": str(e)}
+            return {"status": Status.CRASH.value, "reason": str(e), **({"cache_vanished": True} if vanished else {})}
         finally:
             if slot is None:
                 w.close()
+                self._cache_ids.pop(id(w), None)
 
     def _drop(self, slot: str | None, w: Worker) -> None:
         w.kill()
+        self._cache_ids.pop(id(w), None)
         if slot is not None:
             self.workers.pop(slot, None)
 
@@ -219,8 +258,16 @@ class LocalExecutor(Executor):
         if self._current not in (None, a.workload):
             self._release()
         self._current = a.workload
-        t0 = time.perf_counter()
-        measured = self._execute(a)
+        for tries_left in range(VANISHED_CACHE_RETRIES, -1, -1):
+            t0 = time.perf_counter()
+            measured = self._execute(a)
+            if _disk_full(measured):  # the host's failure, not the backend's: the run stops, the attempt stays to run
+                raise OSError(errno.ENOSPC, f"No space left on device ({a.backend.name}: {measured.get('reason')})")
+            if not measured.pop("cache_vanished", False):
+                break
+            if tries_left:  # the housekeeping's failure, not the backend's: its row is the next try's
+                log.warning("%s: the compiler cache %s was removed during the attempt (%s); running it again",
+                            a.backend.name, self.cache_dir, measured.get("reason"))
         return Outcome(a, measured, round(time.perf_counter() - t0, 4), self.started.placement)
 
     def close(self) -> None:
@@ -240,5 +287,6 @@ class LocalExecutor(Executor):
         for w in ws:
             w.close(max(0.0, deadline - time.monotonic()))
         self.workers.clear()
+        self._cache_ids.clear()
         self._repeat = self._current = None
         self.charge("worker_stop", time.perf_counter() - t0)
