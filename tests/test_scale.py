@@ -152,3 +152,10 @@ def test_report_by_device_name_end_to_end(tmp_path):
     (changes,) = (tmp_path / "site" / "figures").glob("*winner-changes.csv")
     assert "GPU-A vs GPU-B" in pd.read_csv(changes)["pair"].tolist()
     assert "Slice: store mixed, GPU-A" in (tmp_path / "site" / "prefill.html").read_text()  # other pages: per store
+
+
+def test_text_that_is_not_a_flat_list_of_numbers_is_read_as_json_reads_it():
+    assert [a.tolist() for a in parse_lists(["[1.0, 2.0]", "[3.0]"])] == [[1.0, 2.0], [3.0]]
+    with pytest.raises(ValueError):  # a nested list is not samples: json's reading, then numpy's refusal
+        parse_lists(["[[1.0, 2.0], [3.0, 4.5]]", "[1.0]"])
+    assert parse_lists([b"[2.5, 1e3]"])[0].tolist() == [2.5, 1000.0]

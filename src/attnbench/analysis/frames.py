@@ -16,6 +16,8 @@ PER_BACKEND_COLS = WORKLOAD_COLS + ["workload_key", "backend", "role", "family",
                                     "kernel", "kernel_us", "host_bound", "sm_clock_mhz", "clock_low", "stationary"]
 # carried from a line's first row: who ran it and on what (constant within a line in practice)
 _FIRST = ("role", "family", "flops", "bytes", "device_uuid", "torch_version")
+_READ = ("samples_us", "median_us", "p95_us", "tag", "repeat", "dispatch_main_family", "dispatch_attention_family",
+         "dispatch_kernels", "kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary", "rel_err")
 
 
 def json_ready(v):
@@ -63,8 +65,10 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     of per-repeat medians, p5 / p95 / p99 of the worst repeat, repeats, the repeat medians by
     process repeat (`units`), pooled raw samples, the library attention kernel(s) it ran when its name
     does not say (see kernels.library_kernel), and the conditions it ran under."""
-    ok = df[df["status"] == "OK"].reset_index(drop=True)
     group = list(group)
+    # only the columns read below: a frame of real rows has ~90, most of them text, each copied by a filter
+    read = {*group, "backend", *WORKLOAD_COLS, "workload_key", *_FIRST, *_READ}
+    ok = df.loc[df["status"] == "OK", [c for c in df.columns if c in read]].reset_index(drop=True)
     if ok.empty:
         return pd.DataFrame(columns=list(dict.fromkeys(group + PER_BACKEND_COLS)))
     keys = group + ["backend"]

@@ -62,7 +62,9 @@ def contests(lines: pd.DataFrame, contest_cols, include_references: bool = False
                      ("runner_up_host_bound", "host_bound"), ("runner_up_clock_low", "clock_low"),
                      ("runner_up_sm_clock_mhz", "sm_clock_mhz")):
         best[col] = pd.Series(runner[src].to_numpy(), index=np.flatnonzero(has)).reindex(best.index)
-    recs = pb.to_dict(orient="records")
+    # records of the winners and runners-up only: the bootstrap and the noise check read no other line
+    need = np.union1d(first, second)
+    recs = dict(zip(need.tolist(), pb.iloc[need].to_dict(orient="records")))
     seps = separate_many([(evidence(recs[i]), evidence(recs[j])) for i, j in zip(first[has], second)])
     for col, attr in (("ratio", "ratio"), ("ratio_l95", "lower"), ("separation", "method"), ("separated", "separated")):
         best[col] = pd.Series([getattr(s, attr) for s in seps], index=np.flatnonzero(has), dtype=object) \

@@ -9,7 +9,7 @@ import pandas as pd
 
 from . import io, model_rows
 from .db import Store, StoreError, reading, table_columns
-from .samples import parse_lists
+from .samples import CHUNK_ROWS, parse_lists
 from .schema import COLUMN_NAMES
 
 RUNS_SUFFIXES = (".runs.jsonl", ".runs.jsonl.gz", ".runs.csv", ".runs.csv.gz", ".runs.parquet")
@@ -109,7 +109,7 @@ def attempts_frame(store: Store) -> pd.DataFrame:
             cur = con.execute("SELECT samples_us FROM attempts ORDER BY rowid")
             arrays = []
             with reading(con, "attempts", store.path):  # a damaged row's text: named by row and column
-                while rows := cur.fetchmany(4096):
+                while rows := cur.fetchmany(CHUNK_ROWS):
                     arrays += parse_lists(r[0] for r in rows)
     finally:
         if not in_tx:
