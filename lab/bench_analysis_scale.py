@@ -6,7 +6,8 @@
 --source portability (default): the portability sweep (issue 13: 25,344 attempts, 12,162 OK of ~1,300
 raw samples each), rebuilt once into DIR/port.sqlite from its fourteen parts and two slices in git history
 (commit 6a9c48e, results/h200/portability/; removed from the tree by 82d9a7c). --source committed: the
-exports under results/h200/ (quick runs 6-8, the pair, libraries, features) imported into one store.
+exports under results/h200/ (quick runs 6-8, the pair, libraries, features) imported into one store (an attempt
+key two of them share, as the quick reruns do, is kept once, as import keeps it: 2,732 attempts).
 --copies N of that store: as N stores (--layout sides: N labels, N sides) or as one store (--layout one:
 each copy's run ids, tags and attempt keys renamed, one side of N x 3 process repeats). Building is not
 timed; each `attnbench analyze ... --json` (and `attnbench report` of one copy with --report) runs as a
