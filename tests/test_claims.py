@@ -40,6 +40,18 @@ def test_a_claim_of_another_host_lapses_without_its_heartbeat(tmp_path):
     s.close()
 
 
+def test_claims_left_on_attempts_that_have_rows_go_with_the_next_release(tmp_path):
+    from conftest import make_row
+
+    s = Store(tmp_path / "s.sqlite")
+    s.insert(make_row(0))  # written by a run that then could not release its claim (a full disk)
+    claim_away(s.con, "key0000", 5)
+    claim_away(s.con, "running", 5)
+    s.release_claims("run-here")
+    assert [k for (k,) in s.con.execute("SELECT attempt_key FROM claims")] == ["running"]
+    s.close()
+
+
 def test_a_claim_whose_time_cannot_be_read_is_held_and_a_live_local_one_is_never_taken_over(tmp_path):
     from attnbench.store import claims
 

@@ -286,8 +286,11 @@ class Store:
         return True
 
     def release_claims(self, run_id: str) -> None:
+        """This run's claims, and any claim of an attempt that has its row (left by a run that could not
+        release it: a full disk, kill -9), are deleted."""
         with self.con:
-            self.con.execute("DELETE FROM claims WHERE run_id=?", (run_id,))
+            self.con.execute("DELETE FROM claims WHERE run_id=? OR attempt_key IN (SELECT attempt_key FROM attempts)",
+                             (run_id,))
 
     def heartbeat(self, run_id: str) -> claims.Heartbeat:
         """A context that keeps this run's claims fresh while it runs (claims.Heartbeat)."""
