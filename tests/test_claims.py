@@ -57,7 +57,8 @@ def test_a_claim_whose_time_cannot_be_read_is_held_and_a_live_local_one_is_never
 
     s = Store(tmp_path / "s.sqlite")
     s.con.execute("INSERT INTO claims VALUES ('odd', 'far-run', ?, 1, 'yesterday')", (AWAY,))
-    s.con.execute("INSERT INTO claims VALUES ('mine', 'live-run', ?, ?, ?)", (claims.own_id(), os.getpid(), stamp(9999)))
+    s.con.execute("INSERT INTO claims VALUES ('mine', 'live-run', ?, ?, ?)",
+                  (claims.own_id(), os.getpid(), stamp(9999)))
     s.con.commit()
     assert not s.claim("odd", "run-here")
     assert not s.claim("mine", "run-here", take_over=True)  # this host knows that process is alive

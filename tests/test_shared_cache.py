@@ -104,7 +104,8 @@ BACKENDS = [Vanishing(name="fake-vanishing-cache", family="plugin", isolation="b
                       kernel_families={"cpu": frozenset({"unfused-gemm"})}, modes=("prefill",))]
 '''
 
-ONE_PREFILL = "workloads:\n  - {mode: prefill, batch: 1, q_heads: 2, kv_heads: 1, head_dim: 16, seqlen: 32, dtype: fp32}\n"
+ONE_PREFILL = ("workloads:\n"
+               "  - {mode: prefill, batch: 1, q_heads: 2, kv_heads: 1, head_dim: 16, seqlen: 32, dtype: fp32}\n")
 
 
 @pytest.mark.slow

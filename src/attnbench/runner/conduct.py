@@ -38,7 +38,7 @@ class RunRequest:
     argv: str = ""
     retry_failed: bool = False  # TIMEOUT, CRASH and ERROR rows of these attempts are run again
     began: float | None = None  # time.monotonic() when the command began; None: when conduct() was called
-    take_over_claims: bool = False  # claims of other hosts are taken whatever their age (the user says those runs are gone)
+    take_over_claims: bool = False  # other hosts' claims are taken whatever their age (the user says they are gone)
 
 
 @dataclass
