@@ -87,19 +87,21 @@ def one_store(base: Path, out: Path, copies: int) -> None:
     con.close()
 
 
-def measure(src: Path, args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (GB) of one attnbench command in a fresh child process."""
+def measure(src: Path, args: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (GB) and CPU seconds (user + system, every thread) of one attnbench command in a
+    fresh child process. On a shared host the wall moves with the others' load; the CPU time much less."""
     code = ("import resource, runpy, sys, time; t = time.perf_counter(); sys.argv = ['attnbench'] + sys.argv[1:]\n"
             "try:\n    runpy.run_module('attnbench', run_name='__main__')\nexcept SystemExit as e:\n"
             "    assert not e.code, e.code\n"
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+            "u = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "print(time.perf_counter() - t, u.ru_maxrss, u.ru_utime + u.ru_stime, file=sys.stderr)")
     env = {**os.environ, "PYTHONPATH": str(src), "COLUMNS": "100"}
     p = subprocess.run([sys.executable, "-c", code, *args], env=env, text=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE)
     if p.returncode:
         raise SystemExit(f"attnbench {' '.join(args)} failed:\n{p.stderr[-2000:]}")
-    wall, rss_kb = p.stderr.strip().splitlines()[-1].split()
-    return float(wall), int(rss_kb) / 1e6
+    wall, rss_kb, cpu = p.stderr.strip().splitlines()[-1].split()
+    return float(wall), int(rss_kb) / 1e6, float(cpu)
 
 
 def count(db: Path) -> tuple[int, int]:
@@ -138,14 +140,15 @@ def main() -> None:
           f"src {a.src}; host {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.repeat):
-            wall, rss = measure(Path(a.src), ["analyze", *specs, "--json", f"{tmp}/a.json"])
-            print(f"analyze  run {i + 1}: {wall:6.1f} s, peak RSS {rss:.2f} GB (load {os.getloadavg()[0]:.1f})")
+            wall, rss, cpu = measure(Path(a.src), ["analyze", *specs, "--json", f"{tmp}/a.json"])
+            print(f"analyze  run {i + 1}: {wall:6.1f} s wall, {cpu:6.1f} s CPU, peak RSS {rss:.2f} GB "
+                  f"(load {os.getloadavg()[0]:.1f})")
         if a.report:
             for i in range(a.repeat):
                 site = Path(tmp) / f"site{i}"
-                wall, rss = measure(Path(a.src), ["report", str(base), "--out", str(site)])
-                print(f"report   run {i + 1}: {wall:6.1f} s, peak RSS {rss:.2f} GB (one copy, {n} attempts; "
-                      f"load {os.getloadavg()[0]:.1f})")
+                wall, rss, cpu = measure(Path(a.src), ["report", str(base), "--out", str(site)])
+                print(f"report   run {i + 1}: {wall:6.1f} s wall, {cpu:6.1f} s CPU, peak RSS {rss:.2f} GB (one copy, "
+                      f"{n} attempts; load {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":
