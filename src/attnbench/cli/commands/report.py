@@ -42,8 +42,9 @@ def add_arguments(h) -> None:
                    help="the backend speedup heatmaps divide by (default: sdpa-flash where it ran OK, else the "
                         "backend with the most OK rows)")
     h.add_argument("--title", help="the site's title (default: the store labels)")
-    h.add_argument("--by", default="label", choices=BY_CHOICES,
-                   help="the sides the portability page compares, as analyze --by (default: label, one per store)")
+    h.add_argument("--by", default="label", choices=BY_CHOICES, metavar="COLUMN",
+                   help="the sides the portability page compares, as analyze --by: " + ", ".join(BY_CHOICES)
+                        + " (default: label, one per store)")
 
 
 def run(args) -> int:
