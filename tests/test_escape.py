@@ -77,6 +77,18 @@ def test_compare_prints_names_as_text(cli, stores):
     assert all(n in out for n in NAMES) and "GPU [bold]H" in out, out
 
 
+def test_compare_prints_store_paths_as_text(cli, stores, tmp_path):
+    """The header names BASE and NEW as given: a folder named like markup prints whole (it vanished)."""
+    odd = tmp_path / "[red]runs"
+    odd.mkdir()
+    base, new = odd / "home.sqlite", odd / "away.sqlite"
+    base.write_bytes(stores[0].read_bytes())
+    new.write_bytes(stores[1].read_bytes())
+    res = cli("compare", base, new)
+    assert res.rc in (0, 3), res.err
+    assert f"compare {base} -> {new}:" in " ".join(res.out.split()).replace(" -> ", " -> "), res.out
+
+
 def test_model_progress_names_a_plugin_backend_as_text():
     from attnbench.cli.commands.model import _Progress
 

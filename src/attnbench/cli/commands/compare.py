@@ -42,8 +42,9 @@ def run(args) -> int:
     rows = compare(df[df["label"] == "base"], df[df["label"] == "new"], args.threshold)
     summary = verdict(rows)
     for part in page.terminal(rows, summary, args.base, args.new, args.threshold):
-        console.out.print(part, highlight=False)
+        # lines of text name paths and backends (data, never markup); the tables escape their own cells
+        console.out.print(part, highlight=False, markup=False if isinstance(part, str) else None)
     if json_out:
         write_whole(json_out, json.dumps({"summary": summary, "rows": rows}, indent=1, default=str) + "\n")
-        console.err.print(f"wrote {json_out}")
+        console.err.print(f"wrote {json_out}", markup=False, highlight=False)
     return REGRESSED if summary["regressed"] or summary["lost"] else 0

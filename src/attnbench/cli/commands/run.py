@@ -206,10 +206,11 @@ def _dry_run(executor, req, options) -> int:
     placements, labels = executor.placements, executor.labels
     copies = f" × {len(placements)} devices" if placements and options.replicate else ""
     console.out.print(f"{len(req.workloads)} workloads × {len(req.backends)} backends × {options.repeats} repeats"
-                      f"{copies} = {len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+                      f"{copies} = {len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())),
+                      markup=False)
     for lab, p in zip(labels, placements):
         console.out.print(f"  {lab}: {p.device_name}, uuid {p.device_uuid or '-'}, "
-                          f"host cores {p.host_cores or 'not pinned'}")
+                          f"host cores {p.host_cores or 'not pinned'}", markup=False)  # names are data
     _print_eta(attempts, options.db, len(placements) or 1, options.timing().min_time_s)
     return 0
 
