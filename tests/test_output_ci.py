@@ -196,3 +196,15 @@ def test_the_reports_ceilings_table_prints_a_cpus_small_ceilings(cli, tmp_path):
     index = (tmp_path / "site" / "index.html").read_text()
     # were "0" TFLOP/s
     assert 'data-v="0.0523">0.0523<' in index and 'data-v="0.4">0.4<' in index and ">12.3<" in index
+
+
+@pytest.mark.parametrize("noop_over_step,shown", [(1.3, "<noise"), (0.8, None)])
+def test_the_reports_model_page_says_a_share_below_noise(noop_over_step, shown):
+    """The site's model table says what the terminal says: '<noise' for a share by difference within noise
+    (it showed -30%), the stored share otherwise."""
+    from attnbench.report.html.pages.model import _row
+
+    row = json.loads((RESULTS / "model-llama3.1-8b-2026-11-30.jsonl").read_text().splitlines()[0])
+    row["noop_us"] = row["median_us"] * noop_over_step
+    row["share_diff"] = (row["median_us"] - row["noop_us"]) / row["median_us"]
+    assert _row(row)["share_diff"] == (shown or row["share_diff"])

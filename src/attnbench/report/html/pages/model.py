@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ....model.amdahl import AGREE
+from ...model_table import BELOW_NOISE, share_below_noise
 from ..context import Context
 from ..figures import backend_colors
 from ..figures import title as set_title
@@ -53,6 +54,8 @@ def _row(r: dict) -> dict:
                    **{k: r[k] for k in ("share_profiler", "share_diff", "kernel_speedup", "f_used",
                                         "predicted_speedup", "measured_speedup", "gap")},
                    f_source=r["f_source"], baseline=r["baseline"])
+        if share_below_noise(r):  # as the terminal says it, not a negative percent
+            out["share_diff"] = BELOW_NOISE
     return out
 
 
@@ -64,8 +67,9 @@ def _table(ctx: Context, key: dict, g: pd.DataFrame) -> str:
             Col("per_step", header, fmt, numeric=True, title=tip),
             Col("share_profiler", "f (profiler)", lambda v: pct(v, 1), numeric=True,
                 title="attention's share of this row's step by the profiler (kernel time of its declared families)"),
-            Col("share_diff", "f (difference)", lambda v: pct(v, 1), numeric=True,
-                title="(T_step − T_noop) / T_step, stored unclamped"),
+            Col("share_diff", "f (difference)", lambda v: v if isinstance(v, str) else pct(v, 1), numeric=True,
+                title="(T_step − T_noop) / T_step, stored unclamped; " + BELOW_NOISE + ": within the noise of the "
+                      "step's samples (report/model_table.py)"),
             Col("kernel_speedup", "s (kernel)", x, numeric=True,
                 title="isolated kernel-level speedup over the baseline (attnbench run rows of this attention shape)"),
             Col("f_used", "f used", lambda v: pct(v, 1), numeric=True,
