@@ -62,6 +62,16 @@ def test_analyze_and_compare_outputs_never_replace_a_store(cli, db, tmp_path):
     assert digest(other) == before
 
 
+def test_analyze_and_compare_outputs_never_replace_an_export_they_read(cli, db, tmp_path):
+    export = tmp_path / "s.jsonl"
+    assert cli("export", "--db", db, "--out", export).rc == 0
+    before = digest(export)
+    refused(cli("analyze", export, "--json", export), "is a file this command reads")
+    refused(cli("analyze", f"x={export}", "--md", tmp_path / "." / "s.jsonl"), "is a file this command reads")
+    refused(cli("compare", db, export, "--json", export), "is a file this command reads")
+    assert digest(export) == before
+
+
 def _failing(monkeypatch, method: str, code: int, where) -> None:
     """pathlib.Path.<method> raises OSError(code) for the paths `where` accepts (a read-only place, a full disk)."""
     real = getattr(pathlib.Path, method)

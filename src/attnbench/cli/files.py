@@ -7,9 +7,10 @@ from pathlib import Path
 from .usage import UsageError
 
 
-def writable(path: str | None, option: str) -> Path | None:
-    """The path of an output option, refused (UsageError) when its directory is missing, it is one, or it is
-    a SQLite database or the -wal, -shm or -journal file beside one (store/io.py)."""
+def writable(path: str | None, option: str, reads=()) -> Path | None:
+    """The path of an output option, refused (UsageError) when its directory is missing, it is one, it is
+    one of the files the command `reads` (an export read and written at once), or it is a SQLite database
+    or the -wal, -shm or -journal file beside one (store/io.py)."""
     from ..store.db import StoreError
     from ..store.io import refuse_to_overwrite_a_store
 
@@ -22,6 +23,8 @@ def writable(path: str | None, option: str) -> Path | None:
         refuse_to_overwrite_a_store(None, p, option)
     except StoreError as e:
         raise UsageError(str(e)) from None
+    if any(p.resolve() == Path(r).resolve() for r in reads):  # an export read and written at once
+        raise UsageError(f"{option} {p} is a file this command reads; write the output elsewhere")
     return p
 
 

@@ -30,8 +30,9 @@ def run(args) -> int:
     from ...report import analyze as page
     from ...store import sources
 
-    json_out, md_out = writable(args.json, "--json"), writable(args.md, "--md")
-    data = sources.load(args.stores)
+    reads = [s.path for s in sources.parse(args.stores)]
+    json_out, md_out = writable(args.json, "--json", reads), writable(args.md, "--md", reads)
+    data = sources.read(sources.parse(args.stores))
     if data.attempts.empty:
         raise UsageError("the stores hold no attempts")
     result = analyze.of(data, by=args.by, include_references=args.all)

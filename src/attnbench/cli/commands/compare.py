@@ -37,7 +37,7 @@ def run(args) -> int:
     if not (math.isfinite(args.threshold) and args.threshold > 1.0):
         raise UsageError(f"--threshold must be above 1 and finite (a slowdown ratio, e.g. 1.05), "
                          f"not {args.threshold:g}")
-    json_out = writable(args.json, "--json")
+    json_out = writable(args.json, "--json", (args.base, args.new))
     df = sources.load([f"base={args.base}", f"new={args.new}"]).attempts
     rows = compare(df[df["label"] == "base"], df[df["label"] == "new"], args.threshold)
     summary = verdict(rows)
