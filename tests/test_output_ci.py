@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from attnbench.cli import console
+from attnbench.cli import progress
 from attnbench.cli.progress import SweepProgress
 from attnbench.store.db import Store
 from conftest import make_row
@@ -121,10 +122,14 @@ def _attempt(backend: str):
 def test_in_a_log_run_prints_a_progress_line_at_a_steady_interval(monkeypatch):
     """A live bar shows nothing in a file until the run ends; a log gets a plain line every interval."""
     monkeypatch.setenv("ATTNBENCH_PROGRESS_S", "0.05")
+    monkeypatch.setattr(progress, "STARTING_QUIET_S", 0.01)
     out = io.StringIO()
     con = Console(file=out, width=80, force_terminal=False)
     with SweepProgress(con) as p:
         p.starting("cpu")
+        deadline = time.monotonic() + 20
+        while "starting workers" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)  # a start that takes a while is said
         p.begin(total=10, resumed=2, retried=0)
         p.attempt(_attempt("flex"))
         p.row({"status": "OK"})
@@ -137,6 +142,18 @@ def test_in_a_log_run_prints_a_progress_line_at_a_steady_interval(monkeypatch):
     line = [x for x in during.splitlines() if x.startswith("progress: 3/10")][0]
     assert "elapsed, ETA -:--:--; OK 1 resumed-past 2; now: flex decode B8 N4096 graph r0" in line, line
     assert "[" not in during  # no markup, no bar
+
+
+def test_in_a_log_a_start_that_ends_at_once_prints_no_starting_line(monkeypatch):
+    """A start that fails (or ends) within the quiet spell leaves its error as the only line: the pending
+    'starting workers' line is dropped, not printed late."""
+    assert progress.STARTING_QUIET_S >= 1  # a real start takes seconds; a refusal comes sooner
+    monkeypatch.setattr(progress, "STARTING_QUIET_S", 0.3)
+    out = io.StringIO()
+    with SweepProgress(Console(file=out, width=80, force_terminal=False)) as p:
+        p.starting("cpu")
+    time.sleep(0.8)
+    assert out.getvalue() == ""
 
 
 @pytest.mark.parametrize("value,every", [("abc", "a progress line every 30 s"), ("0", None)])

@@ -19,6 +19,9 @@ from ..status import ORDER
 
 INTERVAL_ENV = "ATTNBENCH_PROGRESS_S"  # seconds between progress lines when stderr is not a terminal; 0: none
 DEFAULT_INTERVAL_S = 30.0
+# In a log, "starting workers..." is printed once starting has taken this long (workers, ceilings: seconds
+# to minutes); a start that fails sooner (a bad --devices, an unreachable cluster) prints its one error line.
+STARTING_QUIET_S = 3.0
 COLORS = {"OK": "green", "UNSUPPORTED": "dim", "OOM_PREDICTED": "yellow", "OOM": "yellow", "INCORRECT": "red",
           "DISPATCH_MISMATCH": "magenta", "IMPLAUSIBLE": "magenta", "TIMEOUT": "red", "CRASH": "red", "ERROR": "red"}
 
@@ -71,6 +74,7 @@ class SweepProgress(Observer):
         self.counts: Counter = Counter()
         self.skipped = 0
         self.spinner = None
+        self._starting: threading.Timer | None = None  # the plain "starting workers" line, due after a quiet spell
         self.progress = Progress(BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
                                  TextColumn("ETA {task.fields[eta]}"), TextColumn("{task.fields[counts]}"),
                                  console=console)
@@ -113,14 +117,20 @@ class SweepProgress(Observer):
             self._line()
 
     def _stop_spinner(self) -> None:
+        if self._starting is not None:
+            self._starting.cancel()
+            self._starting = None
         if self.spinner is not None:
             self.spinner.stop()
             self.spinner = None
 
     def starting(self, device: str) -> None:
         text = f"starting workers on {device} and measuring its ceilings..."
-        if self.plain:
-            self.console.print(text, markup=False, highlight=False)
+        if self.plain:  # said only when starting takes a while: a start that fails at once is its one error line
+            self._starting = threading.Timer(STARTING_QUIET_S, self.console.print, (text,),
+                                             {"markup": False, "highlight": False})
+            self._starting.daemon = True
+            self._starting.start()
             return
         self.spinner = self.console.status(escape(text))
         self.spinner.start()
