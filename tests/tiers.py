@@ -18,6 +18,8 @@ FULL = {
     "tests/test_transfer_pooled.py::test_the_report_lists_the_pooled_transfer_cost":
         "the pooled rows and their text: test_transfer_pooled::test_the_transfer_cost_pooled_over_every_ordered_pair",
     # ---- resume and claims: test_resume::test_kill_9_then_resume and the claim tests of test_store_safety
+    "tests/test_claims.py::test_a_run_killed_on_another_host_is_resumed_to_completion_on_this_one":
+        "a stale claim of another host is taken: test_claims::test_a_claim_of_another_host_lapses_without_its_heartbeat",
     "tests/test_resume.py::test_two_runs_sharing_a_store_measure_each_attempt_once":
         "claims: test_store_safety (claims keep two runs apart; a run beside a claimed attempt)",
     "tests/test_multi_device.py::test_an_interrupt_kills_a_busy_device_and_resume_completes_the_plan":
