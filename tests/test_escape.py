@@ -98,3 +98,16 @@ def test_model_progress_names_a_plugin_backend_as_text():
     _Progress(status).attempt(job)  # raised MarkupError
     con.print(status.renderable)
     assert "prefill B1 N64: [/red]" in con.file.getvalue()
+
+
+def test_import_and_export_echo_a_path_with_brackets_whole(cli, stores, tmp_path):
+    """The paths import and export name are data: a folder named like markup prints whole (it vanished)."""
+    odd = tmp_path / "[red]runs"
+    odd.mkdir()
+    out = odd / "x.jsonl"
+    res = cli("export", "--db", stores[0], "--out", out)
+    assert res.rc == 0 and str(out) in " ".join(res.err.split()), res.err
+    runs = odd / "x.runs.jsonl"
+    assert cli("export", "--db", stores[0], "--table", "runs", "--out", runs).rc == 0
+    res = cli("import", runs, "--table", "runs", "--db", odd / "y.sqlite")
+    assert res.rc == 0 and str(odd / "y.sqlite") in " ".join(res.err.split()), res.err

@@ -42,7 +42,7 @@ def run(args) -> int:
         n = export(store, fmt, outp, table=args.table, tags=args.tags, damaged=damaged)
     finally:
         store.close()
-    console.err.print(f"wrote {n} {args.table} to {outp}")
+    console.err.print(f"wrote {n} {args.table} to {outp}", markup=False)
     if damaged:
         from ...store.damage import where
 

@@ -33,15 +33,15 @@ def run(args) -> int:
     store = Store(args.db)
     if args.table == "runs":
         n = import_runs(store, rows)
-        err.print(f"imported {n} runs ({len(rows) - n} already present) into {args.db}")
+        err.print(f"imported {n} runs ({len(rows) - n} already present) into {args.db}", markup=False)
     elif args.table == "model_rows":
         from ...store.io import import_model_rows
 
         n = import_model_rows(store, rows)
-        err.print(f"imported {n} new model rows ({len(rows) - n} already present) into {args.db}")
+        err.print(f"imported {n} new model rows ({len(rows) - n} already present) into {args.db}", markup=False)
     else:
         n = import_rows(store, rows)
-        err.print(f"imported {n} new attempts ({len(rows) - n} already present) into {args.db}")
+        err.print(f"imported {n} new attempts ({len(rows) - n} already present) into {args.db}", markup=False)
     store.close()
     return 0
 
@@ -59,5 +59,5 @@ def _import_table(args) -> int:
     finally:
         store.close()
     console.err.print(f"imported {n} new attempts ({len(rows) - n} already present) from a results table into "
-                      f"{args.db}")
+                      f"{args.db}", markup=False)
     return 0

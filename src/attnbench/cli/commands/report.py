@@ -93,7 +93,7 @@ def run(args) -> int:
         raise UsageError(f"cannot write the site to {out}: {e.strerror or e}; {out} is as it was") from None
     what = f"speedups are over {baseline}" if baseline else "the stores hold model rows only"
     console.err.print(f"wrote {counts['pages']} pages and {counts['figures']} figures to {out} "
-                       f"(open {out / 'index.html'}); {what}")
+                       f"(open {out / 'index.html'}); {what}", markup=False)
     return 0
 
 
