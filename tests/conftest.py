@@ -1,6 +1,7 @@
 """Shared helpers for the CPU test suite: paths, tiny YAML grids, the CLI called in-process, store rows."""
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sqlite3
 import sys
@@ -148,3 +149,20 @@ def make_row(i: int = 0, **over) -> dict:
     }
     row.update(over)
     return row
+
+
+def digest(p: Path) -> str:
+    """A file's bytes as one hash: a refused write must leave a store (or export) byte for byte."""
+    return hashlib.sha256(Path(p).read_bytes()).hexdigest()
+
+
+def finished_store(p: Path, n: int = 4) -> Path:
+    """A store of one finished run ("run-a") holding make_row(0..n-1)."""
+    from attnbench.store.db import Store
+
+    s = Store(p)
+    s.start_run("run-a", "default", "g", "attnbench run", "CPU test", {"ceilings": {}})
+    s.insert_many([make_row(i) for i in range(n)])
+    s.finish_run("run-a")
+    s.close()
+    return p

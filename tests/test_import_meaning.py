@@ -2,21 +2,16 @@
 attnbench could have written is one line naming its row and column, exit 2, and the store unchanged."""
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pandas as pd
 import pytest
 
 from attnbench.store.db import Store
-from conftest import make_row, rows_of
+from conftest import digest, make_row, rows_of
 from table_rows import write
 
 MS_SAMPLES = [1000.0 + j for j in range(12)]  # milliseconds' worth of µs
-
-
-def digest(p) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
 @pytest.fixture

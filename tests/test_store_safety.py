@@ -2,7 +2,6 @@
 nothing, damaged stores and invalid imports are refused in one line, concurrent use is safe."""
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing as mp
 import sqlite3
@@ -12,11 +11,7 @@ import pytest
 
 from attnbench.store import db as db_mod
 from attnbench.store.db import Store, StoreError
-from conftest import make_row, rows_of
-
-
-def digest(p) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
+from conftest import digest, finished_store, make_row, rows_of
 
 
 def listing(d) -> set[str]:
@@ -25,13 +20,7 @@ def listing(d) -> set[str]:
 
 @pytest.fixture
 def store_file(tmp_path):
-    p = tmp_path / "s.sqlite"
-    s = Store(p)
-    s.start_run("run-a", "default", "g", "attnbench run", "CPU test", {"ceilings": {}})
-    s.insert_many([make_row(i) for i in range(4)])
-    s.finish_run("run-a")
-    s.close()
-    return p
+    return finished_store(tmp_path / "s.sqlite")
 
 
 def one_line_error(res, text):

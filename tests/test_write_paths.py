@@ -4,7 +4,6 @@ by a read (not called a failed write) while export saves the intact rows."""
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import pathlib
 import sqlite3
@@ -12,22 +11,12 @@ import sqlite3
 import pytest
 
 from attnbench.store.db import Store
-from conftest import make_row, rows_of
-
-
-def digest(p) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
+from conftest import digest, finished_store, make_row, rows_of
 
 
 @pytest.fixture
 def db(tmp_path):
-    p = tmp_path / "s.sqlite"
-    s = Store(p)
-    s.start_run("run-a", "default", "g", "attnbench run", "CPU test", {"ceilings": {}})
-    s.insert_many([make_row(i) for i in range(4)])
-    s.finish_run("run-a")
-    s.close()
-    return p
+    return finished_store(tmp_path / "s.sqlite")
 
 
 def refused(res, text: str) -> None:
