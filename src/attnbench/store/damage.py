@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from ..record import TABLES
 
-KEYS = {"attempts": "attempt_key", "runs": "run_id", "model_rows": "row_key"}  # how a row is named
+# how a row is named: the record tables' keys, and the runs table's (store/schema.py; not a record table)
+KEYS = {**{t.name: t.key for t in TABLES.values()}, "runs": "run_id"}
 SHOWN = 3  # damaged values named in one line; the rest are counted
 NUMBER_LISTS = ("samples_us", "kernel_calls_us")  # JSON lists the readers turn into arrays of numbers
 
