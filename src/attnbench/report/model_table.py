@@ -1,8 +1,6 @@
 """`attnbench model`'s table: one compact table per model and dtype (80 columns), failures and gaps under it."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 from rich.console import Console
 
@@ -15,12 +13,8 @@ NOISE_NOTE = (f"{BELOW_NOISE}: the step with attention removed differs from the 
 
 
 def _samples(r: dict) -> list[float]:
+    """The step's samples of a model row as the store reads it (store/model_rows.rows decodes JSON)."""
     s = r.get("samples_us")
-    if isinstance(s, str):
-        try:
-            s = json.loads(s)
-        except ValueError:
-            return []
     return [float(x) for x in s] if isinstance(s, list) else []
 
 
