@@ -53,6 +53,9 @@ class Worker:
         """Starts the process; with wait=False the caller calls ready() later, so that several
         workers can start (import torch, create a CUDA context, start the profiler) in parallel."""
         ctx = mp.get_context("spawn")
+        # the compiler cache folder's (device, inode) when a compiling worker started: an executor tells by it
+        # that the cache vanished under the worker (executors/local.py)
+        self.cache_identity: tuple | None = None
         self.conn, child = ctx.Pipe()
         self.ready_timeout = ready_timeout
         self.proc = ctx.Process(target=worker_main, name=WORKER_NAME,

@@ -82,7 +82,6 @@ class LocalExecutor(Executor):
         own = not (cfg.compile_cache or cfg.run_cache)
         self._fresh_cache = tempfile.TemporaryDirectory(prefix="attnbench-compile-") if own else None
         self.cache_dir = cfg.compile_cache or cfg.run_cache or self._fresh_cache.name
-        self._cache_ids: dict[int, tuple | None] = {}  # id(worker) -> its cache folder's identity when it started
 
     def _spec(self, a: Attempt) -> dict:
         """The worker's message for one job (an attempt, a model step): its job type builds it."""
@@ -96,8 +95,7 @@ class LocalExecutor(Executor):
         warm = {"device": self.device, "compile_cache": self.cache_dir, "compiler": compiler, "cores": self.cores}
         ident = self._cache_identity(make=True) if compiler else None
         w = Worker(self.cfg.plugins, log_path=self.cfg.log_path, log_level=self.cfg.log_level, warm=warm, wait=wait)
-        if compiler:
-            self._cache_ids[id(w)] = ident
+        w.cache_identity = ident
         return w
 
     def _cache_identity(self, make: bool = False) -> tuple | None:
@@ -112,8 +110,7 @@ class LocalExecutor(Executor):
 
     def _cache_vanished(self, w: Worker) -> bool:
         """Whether the compiler cache this compiler worker started with was removed (or replaced) since."""
-        before = self._cache_ids.get(id(w))
-        return before is not None and self._cache_identity() != before
+        return w.cache_identity is not None and self._cache_identity() != w.cache_identity
 
     def _prestart(self, slots: set[str | None]) -> None:
         """Start every worker this repeat needs at once, then wait for their handshakes, before
@@ -173,11 +170,9 @@ class LocalExecutor(Executor):
         finally:
             if slot is None:
                 w.close()
-                self._cache_ids.pop(id(w), None)
 
     def _drop(self, slot: str | None, w: Worker) -> None:
         w.kill()
-        self._cache_ids.pop(id(w), None)
         if slot is not None:
             self.workers.pop(slot, None)
 
@@ -287,6 +282,5 @@ class LocalExecutor(Executor):
         for w in ws:
             w.close(max(0.0, deadline - time.monotonic()))
         self.workers.clear()
-        self._cache_ids.clear()
         self._repeat = self._current = None
         self.charge("worker_stop", time.perf_counter() - t0)
