@@ -39,9 +39,9 @@ ALLOWED = {
     ("attnbench.runner.jobs", "attnbench.store.model_rows"),
     ("attnbench.runner.jobs_model", "attnbench.store.db"),
     ("attnbench.runner.jobs_model", "attnbench.store.model_rows"),
-    # record.py declares the workload columns from the workload axes (one declaration per axis), so the
+    # record/attempts.py declares the workload columns from the workload axes (one declaration per axis), so the
     # shared record module stands on workloads rather than below it.
-    ("attnbench.record", "attnbench.workloads.axes"),
+    ("attnbench.record.attempts", "attnbench.workloads.axes"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The attempt record (attnbench/record.py): every measured value reaches the store, nothing else
+"""The attempt record (attnbench/record/): every measured value reaches the store, nothing else
 does, and the schema, the export columns and docs/schema.md follow the record."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One model step in a worker: the values of its model_rows row (columns of origin "step", record.py).
+"""One model step in a worker: the values of its model_rows row (columns of origin "step", record/).
 
 Per row, in order: the cold first step (compilation and autotuning: cold_start_us), the float64
 probe (model/check.py), one profiled step (kernel families, attention share), peak memory, then

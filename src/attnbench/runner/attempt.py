@@ -96,7 +96,7 @@ class WorkloadCache:
 
 
 def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None = None) -> dict:
-    """The values this attempt measured (record columns of origin "attempt", see attnbench/record.py),
+    """The values this attempt measured (record columns of origin "attempt", see attnbench/record/),
     plus "fatal" when the worker's CUDA context is broken. Every failure becomes a status; so does a
     change to what the worker's next attempts share (runner/process_state.py), which is set back."""
     try:

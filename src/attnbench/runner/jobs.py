@@ -4,7 +4,7 @@
 Executors see every job alike: an object with key, backend, repeat, workload (what grouping and
 the release between workloads go by) and planned/reason; message() builds the worker's request
 for it, and the worker runs it through the registry (worker.py). A new job type is one entry in
-TYPES with its record table declared in attnbench/record.py."""
+TYPES with its record table declared in attnbench/record/."""
 from __future__ import annotations
 
 from dataclasses import dataclass

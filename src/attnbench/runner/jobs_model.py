@@ -116,7 +116,7 @@ class ModelRows:
         stray = set(outcome.measured) - _MEASURED
         if stray:
             raise record.RecordError(f"the model step reported {', '.join(sorted(stray))}, which no model_rows "
-                                     f"column of origin 'step' declares (attnbench/record.py)")
+                                     f"column of origin 'step' declares (attnbench/record/)")
         job, p = outcome.attempt, outcome.placement
         values = {**planned_columns(job), "run_id": sink.run_id, "tag": sink.tag, **sink.run_columns,
                   "device_name": p.device_name, "device_index": p.device_index, "wall_s": outcome.wall_s,

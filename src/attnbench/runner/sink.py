@@ -49,7 +49,7 @@ def make_record(outcome: Outcome, run_id: str, tag: str, run_columns: dict, ceil
     stray = set(outcome.measured) - _MEASURED
     if stray:
         raise record.RecordError(f"the attempt reported {', '.join(sorted(stray))}, which no column of origin "
-                                 f"'attempt' declares (attnbench/record.py)")
+                                 f"'attempt' declares (attnbench/record/)")
     values = {**planned_columns(outcome.attempt), "run_id": run_id, "tag": tag, **run_columns,
               **outcome.placement.to_record(), "wall_s": outcome.wall_s, "created_at": utcnow(), **outcome.measured}
     return record.finish(gates.judge(values, ceilings or {}, l2_bytes, device_type))

@@ -1,5 +1,5 @@
 """The model_rows table: one row per (model step × backend) measured by `attnbench model`, in the same
-SQLite file as attempts and runs. Its columns are declared in attnbench/record.py (MODEL_STEPS), as the
+SQLite file as attempts and runs. Its columns are declared in attnbench/record/ (MODEL_STEPS), as the
 attempts' are; provenance is the run's row in `runs` (same run_id) plus the toolkit columns copied into
 each row, as attempts do; statuses are the attempts' Status values."""
 from __future__ import annotations

@@ -27,7 +27,7 @@ from ..workloads.axes import AXES
 SCHEMA_VERSION = 10
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
-# (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record.py):
+# (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record/):
 # the store's table, the export columns and docs/schema.md all follow it.
 ATTEMPT_COLUMNS: list[tuple[str, str, str]] = [(c.name, f"{c.sql} {c.constraint}".strip(), c.doc) for c in COLUMNS]
 JSON_COLUMNS = JSON_NAMES
@@ -81,7 +81,7 @@ def _statuses(c) -> str:
 def markdown() -> str:
     """The schema as the Markdown tables of docs/schema.md."""
     lines = [f"# Store schema (version {SCHEMA_VERSION})", "",
-             "Generated from the attempt record, `src/attnbench/record.py` by `attnbench.store.schema.markdown()`; "
+             "Generated from the attempt record, `src/attnbench/record/` by `attnbench.store.schema.markdown()`; "
              "`attnbench export` writes the `attempts` columns.", "",
              "`from` says where a value comes from: the planner (`plan`), the run (`run`: copied from its "
              "provenance), the executor that ran the attempt, the attempt inside its worker, or `derived` "
