@@ -12,12 +12,13 @@ from .attempts import (ATTEMPTS, BY_NAME, COLUMNS, JSON_NAMES, NAMES, AttemptRec
                        names_from)
 from .columns import (ALL, ATTEMPT, DERIVED, EXECUTOR, ONLY_OK, PLAN, RAN, RUN, SQL_TYPES, TIMED, Column,
                       RecordError, Table, named_row, percentile)
+from .counters import COUNTERS
 from .model_steps import MODEL_STEP_COLUMNS, MODEL_STEPS, NOT_OK, STEP, ModelStepError
 from ..status import Status
 
-TABLES = {t.name: t for t in (ATTEMPTS, MODEL_STEPS)}
+TABLES = {t.name: t for t in (ATTEMPTS, MODEL_STEPS, COUNTERS)}
 
-__all__ = ["ALL", "ATTEMPT", "ATTEMPTS", "BY_NAME", "COLUMNS", "DERIVED", "EXECUTOR", "JSON_NAMES", "MODEL_STEPS",
-           "MODEL_STEP_COLUMNS", "NAMES", "NOT_OK", "ONLY_OK", "PLAN", "RAN", "RUN", "SQL_TYPES", "STEP", "TABLES",
+__all__ = ["ALL", "ATTEMPT", "ATTEMPTS", "BY_NAME", "COLUMNS", "COUNTERS", "DERIVED", "EXECUTOR", "JSON_NAMES",
+           "MODEL_STEPS", "MODEL_STEP_COLUMNS", "NAMES", "NOT_OK", "ONLY_OK", "PLAN", "RAN", "RUN", "SQL_TYPES", "STEP", "TABLES",
            "TIMED", "AttemptRecord", "Column", "ModelStepError", "RecordError", "Status", "Table", "as_row",
            "finish", "lacks", "named_row", "names_from", "percentile"]

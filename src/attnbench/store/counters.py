@@ -1,0 +1,102 @@
+"""The counters table: one row per attempt whose step was replayed under a collector (record/counters.py), in the
+same SQLite file; made by the first run or explain that reads counters, absent (no rows) in other stores."""
+from __future__ import annotations
+
+import json
+
+from ..measure import counters_bound
+from ..record.counters import COUNTER_COLUMNS, COUNTERS, CountersError, finish
+from .db import reading, table_columns, utcnow
+
+TABLE = COUNTERS.name
+NAMES = COUNTERS.names
+JSON_NAMES = frozenset(COUNTERS.json_names)
+REQUIRED = tuple(c.name for c in COUNTER_COLUMNS if c.required_by)
+# what the attempts frame gains (sources.py): enough for show's column, analyze's section and the report page
+SHOWN = ("bound", "bound_evidence", "bytes_ratio", "tensor_pct", "xu_pct", "dram_pct", "shared_pct",
+         "warps_active_pct", "sm_pct", "dram_read_bytes", "dram_write_bytes", "profiled_us", "main_kernel",
+         "registers", "kernel_count", "note", "cost_s")
+__all__ = ["CountersError", "TABLE", "NAMES", "ensure", "insert", "row_of", "rows", "frame", "keys"]
+
+
+def ddl() -> str:
+    cols = ",\n  ".join(f"{c.name} {c.sql} {c.constraint}".strip() for c in COUNTER_COLUMNS)
+    return f"CREATE TABLE IF NOT EXISTS {TABLE} (\n  {cols}\n)"
+
+
+def ensure(con) -> None:
+    """Create the table in an open store (idempotent); an older table gains a column added since (NULL)."""
+    with con:
+        con.execute(ddl())
+        have = table_columns(con, TABLE)
+        for c in COUNTER_COLUMNS:
+            if c.name not in have:
+                con.execute(f"ALTER TABLE {TABLE} ADD COLUMN {c.name} {c.sql}")
+
+
+def row_of(attempt: dict, collected: dict, how: str) -> dict:
+    """The finished counters row of an attempt (its stored row, or the one being written) from what the counters
+    phase collected: the bound from the counters and the attempt's host_bound, measured over modelled bytes."""
+    kept = {k: v for k, v in collected.items() if k in NAMES}
+    bound, evidence = counters_bound.classify(collected, attempt.get("host_bound"))
+    return finish({**kept, "attempt_key": attempt["attempt_key"], "how": how, "collected_at": utcnow(),
+                   "bound": bound, "bound_evidence": evidence, "modelled_bytes": attempt.get("bytes"),
+                   "bytes_ratio": counters_bound.bytes_ratio(collected, attempt.get("bytes"))})
+
+
+def insert(con, row: dict, replace: bool = False) -> bool:
+    """Write one finished row in its own transaction; an attempt's row already there is kept unless `replace`
+    (explain reading counters again). False when nothing was written."""
+    ensure(con)
+    vals = [json.dumps(row[n]) if n in JSON_NAMES and row[n] is not None else row[n] for n in NAMES]
+    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+    with con:
+        cur = con.execute(f"{verb} INTO {TABLE} ({','.join(NAMES)}) VALUES ({','.join('?' * len(NAMES))})", vals)
+    return cur.rowcount == 1
+
+
+def rows(con, where: str = "", params: tuple = ()) -> list[dict]:
+    """Rows as dicts (JSON decoded), in insertion order; [] when the table does not exist."""
+    have = table_columns(con, TABLE)
+    if not have:
+        return []
+    names = [n for n in NAMES if n in have]
+    with reading(con, TABLE):
+        fetched = con.execute(f"SELECT {','.join(names)} FROM {TABLE} {where} ORDER BY rowid", params).fetchall()
+    out = []
+    for r in fetched:
+        d = dict.fromkeys(NAMES) | dict(zip(names, r))
+        for n in JSON_NAMES:
+            if isinstance(d[n], str):
+                d[n] = json.loads(d[n])
+        out.append(d)
+    return out
+
+
+def keys(con, readable_only: bool = True) -> set[str]:
+    """Attempt keys with a counters row (with counters read, unless readable_only is False)."""
+    if not table_columns(con, TABLE):
+        return set()
+    q = f"SELECT attempt_key FROM {TABLE}" + (" WHERE note IS NULL" if readable_only else "")
+    return {k for (k,) in con.execute(q)}
+
+
+def frame(con):
+    """attempt_key and SHOWN (the counters' note as counters_note) of every counters row, as a DataFrame; None
+    when the store has none."""
+    import pandas as pd
+
+    found = rows(con)
+    if not found:
+        return None
+    df = pd.DataFrame(found, columns=list(NAMES))[["attempt_key", *SHOWN]]
+    return df.rename(columns={"note": "counters_note", "cost_s": "counters_cost_s"})
+
+
+def with_counters(attempts, con):
+    """The attempts frame with the counters columns joined by attempt_key (unchanged when there are none)."""
+    extra = frame(con)
+    if extra is None or attempts is None or "attempt_key" not in attempts.columns:
+        return attempts
+    extra = extra[[c for c in extra.columns if c == "attempt_key" or c not in attempts.columns]]
+    return attempts.merge(extra, on="attempt_key", how="left")
