@@ -1,0 +1,31 @@
+"""What every ladder kernel shares: the interpreter's bf16 matmul detour, launch configs as data, LOG2E."""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from . import interpreting
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def mm(a, b, UPCAST: tl.constexpr):
+    """a @ b accumulated in fp32. UPCAST (CPU interpreter and bf16 only): Triton 3.6's interpreter multiplies
+    bf16 blocks as their raw 16-bit integers, so the operands go to fp32 first (same products: bf16 is exact in fp32)."""
+    if UPCAST:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    else:
+        return tl.dot(a, b)
+
+
+def upcast(t) -> bool:
+    """The UPCAST flag of mm() for operands of t's dtype."""
+    import torch
+
+    return interpreting() and t.dtype == torch.bfloat16
+
+
+def launch_options(cfg: dict) -> dict:
+    """The Triton launch keywords of a config (num_warps, num_stages); the rest are constexprs."""
+    return {"num_warps": cfg.get("num_warps", 4), "num_stages": cfg.get("num_stages", 2)}
