@@ -14,7 +14,7 @@ from ..measure.device import bind
 from ..measure.inputs import fingerprint, make_inputs
 from ..status import Status, failure
 from ..workloads import Workload
-from . import gates, process_state, steps
+from . import counters_phase, gates, process_state, steps
 from .steps import Attempt, Clock
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ STEPS: tuple[Step, ...] = (
     Step("recheck_gate", gates.rechecked),
     Step("confirm_cache", steps.confirm_cache, "recheck", when=gates.cache_suspected),
     Step("cache_gate", gates.not_from_cache),
+    Step("counters", counters_phase.collect, "counters", when=counters_phase.wanted),  # issue 39: OK rows only
 )
 
 

@@ -40,7 +40,8 @@ class JobType:
 # ---- attempts (runner/attempt.py) -----------------------------------------------------------------
 def _attempt_message(a: Attempt, device: str, cfg) -> dict:
     return {"op": "attempt", "backend": a.backend.name, "workload": a.workload.to_dict(), "device": device,
-            "seed": cfg.seed, "tol": cfg.tol, "inputs": cfg.inputs, "timing": cfg.timing.__dict__, "repeat": a.repeat}
+            "seed": cfg.seed, "tol": cfg.tol, "inputs": cfg.inputs, "timing": cfg.timing.__dict__, "repeat": a.repeat,
+            **({"counters": cfg.counters, "plugins": list(cfg.plugins)} if getattr(cfg, "counters", None) else {})}
 
 
 def _attempt_work(msg: dict, backend, cache, classifier) -> dict:

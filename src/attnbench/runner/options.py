@@ -64,6 +64,7 @@ class RunOptions:
     dry_run: bool
     log_level: int  # the workers' logging level
     cache: CompileCache
+    counters: str | None = None  # issue 39: the counter set of the counters phase (run --counters); None: no phase
 
     @property
     def device(self) -> str:
@@ -88,10 +89,14 @@ class RunOptions:
         """The executors' LocalConfig (executors/local.py); the compiler cache's state is read now."""
         from .executors.local import LocalConfig
 
-        return LocalConfig(plugins=list(self.plugins), timeout_s=self.timeout_s, seed=self.seed, tol=self.tol,
+        from ..measure.counters_ncu import TIMEOUT_S as COUNTERS_S
+
+        # the counters phase runs inside the attempt: its own limit is added to the attempt's (issue 39)
+        timeout_s = self.timeout_s + (COUNTERS_S if self.counters else 0.0)
+        return LocalConfig(plugins=list(self.plugins), timeout_s=timeout_s, seed=self.seed, tol=self.tol,
                            inputs=self.inputs, timing=self.timing(), log_path=self.log_path,
                            strict_isolation=self.strict_isolation, log_level=self.log_level,
-                           **self.cache.worker_config())
+                           counters=self.counters, **self.cache.worker_config())
 
 
 def make_executor(options: RunOptions) -> Executor:
@@ -105,7 +110,8 @@ def run_options(*, executor: str = "local", device: str | None = None, devices: 
                 tol: float | None = None, max_time_s: float | None = None, min_time_s: float | None = None,
                 db: str = "attnbench.sqlite", tag: str = "default", seed: int = 0, inputs: str = "normal",
                 plugins: tuple[str, ...] | list[str] = (), strict_isolation: bool = False, dry_run: bool = False,
-                log_level: int = logging.WARNING, compile_cache: str | None = None) -> RunOptions:
+                log_level: int = logging.WARNING, compile_cache: str | None = None,
+                counters: str | None = None) -> RunOptions:
     """Every option checked, the device options by the executor's own registration (devices: --devices
     as given, e.g. "all", "0,1" or "cpu:0,cpu:1"); OptionsError with one line for the first bad one."""
     if executor not in REGISTRY:
@@ -132,6 +138,11 @@ def run_options(*, executor: str = "local", device: str | None = None, devices: 
         named = Path(compile_cache)
         if (named.exists() and not named.is_dir()) or not named.parent.exists():
             raise OptionsError(f"--compile-cache {named} is not a directory that exists or can be made")
+    if counters is not None:  # issue 39
+        from ..measure.counters import SETS
+
+        if counters not in SETS:
+            raise OptionsError(f"--counters {counters}: unknown counter set; use one of {', '.join(SETS)}")
     path = Path(db)
     if not path.parent.exists():
         raise OptionsError(f"directory of --db does not exist: {path.parent}")
@@ -141,4 +152,4 @@ def run_options(*, executor: str = "local", device: str | None = None, devices: 
         raise OptionsError(str(e)) from None
     return RunOptions(executor, target, replicate, address, repeats, timeout_s, tol, max_time_s, min_time_s, path,
                       tag, seed, inputs, tuple(str(Path(p).resolve()) for p in plugins), strict_isolation, dry_run,
-                      log_level, cache)
+                      log_level, cache, counters)

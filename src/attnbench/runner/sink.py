@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from .. import record
+from ..store import counters as store_counters
 from ..store.db import Store, utcnow
 from ..workloads.cost import flops, io_bytes
-from . import gates
+from . import counters_phase, gates
 from .planner import Attempt
 
 if TYPE_CHECKING:  # executors import the job types, which make rows here
@@ -46,12 +47,13 @@ def make_record(outcome: Outcome, run_id: str, tag: str, run_columns: dict, ceil
     """The attempt's record, judged by the plausibility gates (runner/gates.py) against the run's
     measured ceilings. A measured value that is not a column of origin "attempt" is an error
     (record.RecordError): nothing measured is silently dropped, nothing planned is overwritten."""
-    stray = set(outcome.measured) - _MEASURED
+    measured, _ = counters_phase.split(outcome.measured)  # issue 39: the counters are a row of their own
+    stray = set(measured) - _MEASURED
     if stray:
         raise record.RecordError(f"the attempt reported {', '.join(sorted(stray))}, which no column of origin "
                                  f"'attempt' declares (attnbench/record/)")
     values = {**planned_columns(outcome.attempt), "run_id": run_id, "tag": tag, **run_columns,
-              **outcome.placement.to_record(), "wall_s": outcome.wall_s, "created_at": utcnow(), **outcome.measured}
+              **outcome.placement.to_record(), "wall_s": outcome.wall_s, "created_at": utcnow(), **measured}
     return record.finish(gates.judge(values, ceilings or {}, l2_bytes, device_type))
 
 
@@ -91,5 +93,8 @@ class RowSink:
         self.store_s += time.perf_counter() - t0
         if not written:  # another run sharing the store wrote this row first: not ours to count
             return
+        _, collected = counters_phase.split(outcome.measured)
+        if collected is not None and row.get("status") == "OK":  # issue 39: run --counters
+            store_counters.insert(self.store.con, store_counters.row_of(row, collected, "run"))
         for observe in self.observers:
             observe(row)

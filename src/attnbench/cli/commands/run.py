@@ -101,6 +101,10 @@ def add_arguments(r) -> None:
     r.add_argument("--retry-failed", action="store_true",
                    help="on resume, run again the attempts of this tag that ended TIMEOUT, CRASH or ERROR "
                         "(their rows are replaced)")
+    r.add_argument("--counters", nargs="?", const="standard", metavar="SET",
+                   help="after timing, replay each OK attempt's step once under Nsight Compute and store its hardware "
+                        "counters and bound (table counters; SET: standard, the default, or bytes); the phase's wall "
+                        "is phases_s.counters, never part of a sample (docs/method/counters.md)")
     r.add_argument("--take-over-claims", action="store_true",
                    help="take the attempts that runs on other hosts claim, however recently they refreshed their "
                         "claims: for a run you know is gone (killed, re-queued, a store copied here). Without it a "
@@ -120,7 +124,7 @@ def run(args) -> int:
         address=args.address, repeats=args.repeats, timeout_s=args.timeout, tol=args.tol, max_time_s=args.max_time,
         min_time_s=args.min_time, db=args.db, tag=args.tag, seed=args.seed, inputs=args.inputs, plugins=args.plugin,
         strict_isolation=args.strict_isolation, dry_run=args.dry_run, log_level=_worker_log_level(args.verbose),
-        compile_cache=args.compile_cache)
+        compile_cache=args.compile_cache, counters=args.counters)
     if args.grid is None and args.config is None:
         args.grid = "smoke" if options.device == "cpu" else "quick"
     grid_name, workloads = select_workloads(args)

@@ -45,6 +45,7 @@ class LocalConfig:
     run_cache_resumed: bool = False  # run_cache held an interrupted run's compiled code when this run began
     run_cache_kept: bool = True  # run_cache outlives the run (the sweep's); False: the caller removes it at the end
     ceilings: bool = True  # measure the device's ceilings at start (the attempts' plausibility gates read them)
+    counters: str | None = None  # issue 39: the counter set the counters phase reads (run --counters); None: none
 
 
 def _disk_full(measured: dict) -> bool:
