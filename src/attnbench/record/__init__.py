@@ -14,11 +14,12 @@ from .columns import (ALL, ATTEMPT, DERIVED, EXECUTOR, ONLY_OK, PLAN, RAN, RUN, 
                       RecordError, Table, named_row, percentile)
 from .counters import COUNTERS
 from .model_steps import MODEL_STEP_COLUMNS, MODEL_STEPS, NOT_OK, STEP, ModelStepError
+from .selftests import SELFTESTS  # issue 42.1
 from ..status import Status
 
-TABLES = {t.name: t for t in (ATTEMPTS, MODEL_STEPS, COUNTERS)}
+TABLES = {t.name: t for t in (ATTEMPTS, MODEL_STEPS, COUNTERS, SELFTESTS)}
 
 __all__ = ["ALL", "ATTEMPT", "ATTEMPTS", "BY_NAME", "COLUMNS", "COUNTERS", "DERIVED", "EXECUTOR", "JSON_NAMES",
-           "MODEL_STEPS", "MODEL_STEP_COLUMNS", "NAMES", "NOT_OK", "ONLY_OK", "PLAN", "RAN", "RUN", "SQL_TYPES", "STEP", "TABLES",
+           "MODEL_STEPS", "MODEL_STEP_COLUMNS", "NAMES", "NOT_OK", "ONLY_OK", "PLAN", "RAN", "RUN", "SELFTESTS", "SQL_TYPES", "STEP", "TABLES",
            "TIMED", "AttemptRecord", "Column", "ModelStepError", "RecordError", "Status", "Table", "as_row",
            "finish", "lacks", "named_row", "names_from", "percentile"]
