@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..measure import counters_bound
-from ..record.counters import COUNTER_COLUMNS, COUNTERS, CountersError, finish
+from ..record.counters import COUNTER_COLUMNS, COUNTERS, CountersError, finish  # noqa: F401  (io.py reads them here)
 from .db import reading, table_columns, utcnow
 
 TABLE = COUNTERS.name

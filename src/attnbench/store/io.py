@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import record
-from . import damage, meaning, model_rows
+from . import counters, damage, meaning, model_rows
 from .db import DamagedText, Store, StoreError
 from .schema import ATTEMPT_COLUMNS, BACKFILL, JSON_COLUMNS, RUN_COLUMNS
 
@@ -40,6 +40,9 @@ TABLES = {
     # `attnbench model` rows (store/model_rows.py): validated on import by model_rows.finish
     "model_rows": Table(model_rows.TABLE, {c.name: c.sql for c in model_rows.COLUMNS},
                         tuple(n for n in model_rows.NAMES if n in model_rows.JSON_NAMES), model_rows.REQUIRED),
+    # issue 39: the counters of attempts (store/counters.py): validated on import by record/counters.py finish
+    "counters": Table(counters.TABLE, {c.name: c.sql for c in counters.COUNTER_COLUMNS},
+                      tuple(n for n in counters.NAMES if n in counters.JSON_NAMES), counters.REQUIRED),
 }
 
 
@@ -244,6 +247,11 @@ def read_rows(path: str | Path, fmt: str | None = None, table: str = "attempts")
                 typed = model_rows.finish(decoded)
             except model_rows.ModelRowError as e:
                 raise StoreError(f"{p}: row {i + 1}: {e}") from None
+        if table == counters.TABLE:
+            try:
+                typed = counters.finish(decoded)
+            except counters.CountersError as e:
+                raise StoreError(f"{p}: row {i + 1}: {e}") from None
         out.append(typed)
     return out
 
@@ -295,6 +303,12 @@ def import_model_rows(store: Store, rows: list[dict]) -> int:
                           "grid": "imported", "provenance": {"imported": True}})
     model_rows.ensure(store.con)
     return sum(model_rows.insert(store.con, r) for r in rows)
+
+
+def import_counters(store: Store, rows: list[dict]) -> int:
+    """Insert counters rows read by read_rows(table="counters") (an attempt's row already present is kept).
+    Returns how many were new."""
+    return sum(counters.insert(store.con, r) for r in rows)
 
 
 def import_runs(store: Store, rows: list[dict]) -> int:

@@ -20,9 +20,10 @@ def add_arguments(x) -> None:
     x.add_argument("--format", choices=("jsonl", "csv", "parquet"), help="default: from the --out name")
     x.add_argument("--out", required=True, metavar="FILE",
                    help="the file to write, e.g. results.jsonl.gz (its suffix gives the format)")
-    x.add_argument("--table", choices=("attempts", "runs", "model_rows"), default="attempts",
+    x.add_argument("--table", choices=("attempts", "runs", "model_rows", "counters"), default="attempts",
                    help="runs: one row per invocation with its provenance (device, toolkit, ceilings); "
-                        "model_rows: the rows of `attnbench model`")
+                        "model_rows: the rows of `attnbench model`; counters: the hardware counters of attempts "
+                        "(run --counters, explain)")
     x.add_argument("--tag", dest="tags", action="append", metavar="TAG",
                    help="keep only rows (attempts, or runs with --table runs) whose sweep tag is TAG; repeatable "
                         "(any of them); a tag no row of the table has is an error and nothing is written")
@@ -36,6 +37,8 @@ def run(args) -> int:
     if not outp.parent.exists():
         raise UsageError(f"directory of --out does not exist: {outp.parent}")
     fmt, _ = format_of(outp, args.format)  # a bad name is reported before the store is opened
+    if args.table == "counters" and args.tags:  # its rows are keyed by attempt: they carry no tag
+        raise UsageError("--tag does not apply to --table counters (export every counters row)")
     store = Store(args.db, readonly=True)
     damaged: list = []  # rows whose text is damaged: left out, named below
     try:

@@ -18,7 +18,7 @@ def add_arguments(i) -> None:
     i.add_argument("--format", choices=("jsonl", "csv", "parquet", "table"),
                    help="default: from the file name; table: another tool's results as CSV (docs: "
                         "attnbench.store.table_import)")
-    i.add_argument("--table", choices=("attempts", "runs", "model_rows"), default="attempts",
+    i.add_argument("--table", choices=("attempts", "runs", "model_rows", "counters"), default="attempts",
                    help="which table the file holds (default attempts; runs: an export made with --table runs)")
 
 
@@ -39,6 +39,11 @@ def run(args) -> int:
 
         n = import_model_rows(store, rows)
         err.print(f"imported {n} new model rows ({len(rows) - n} already present) into {args.db}", markup=False)
+    elif args.table == "counters":  # issue 39
+        from ...store.io import import_counters
+
+        n = import_counters(store, rows)
+        err.print(f"imported {n} new counters rows ({len(rows) - n} already present) into {args.db}", markup=False)
     else:
         n = import_rows(store, rows)
         err.print(f"imported {n} new attempts ({len(rows) - n} already present) into {args.db}", markup=False)
