@@ -61,7 +61,7 @@ def test_workload_text_takes_the_fp8_spellings():
 
 @pytest.mark.parametrize("dist", ["normal", "outliers", "large-logits"])
 def test_fp8_inputs_are_saturated_at_448_and_the_output_is_poisoned(dist, monkeypatch):
-    import attnbench.measure.inputs as inputs_mod
+    import attnbench.measure.distributions as inputs_mod
 
     monkeypatch.setattr(inputs_mod, "OUTLIER_STD", 1000.0)  # outliers far beyond fp8's range
     monkeypatch.setattr(inputs_mod, "LARGE_LOGIT_STD", 300.0)

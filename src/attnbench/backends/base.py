@@ -76,6 +76,9 @@ class Inputs:
     page_table: Any = None
     k_new: Any = None
     v_new: Any = None
+    # issue 40: a float8 workload's per-tensor dequantisation factors ({"q": s_q, "k": s_k, "v": s_v}:
+    # the value is code x s), the kernel's descales; None for other dtypes (measure/distributions.py)
+    descale: dict | None = None
 
 
 @dataclass

@@ -7,16 +7,18 @@ in every tensor, the heavy-tailed activations that break kernels with a low-prec
 overflows. The timed calls use one of them (`run --inputs`); the correctness check also runs the
 others (measure/correctness.py).
 
-fp8_e4m3 inputs are drawn the same way and converted with saturation: values beyond float8_e4m3fn's
-largest finite ±448 (FP8_MAX) become ±448 (a plain cast may give NaN there), with a per-tensor scale of
-1 (the backend's descale factors are 1.0). The distributions are clipped there: an outlier or a
-large-logit value beyond ±448 is 448 in the inputs and in the float64 reference alike."""
+fp8_e4m3 inputs are drawn the same way and stored as float8 codes with a per-tensor scale: the
+tensor's largest magnitude maps onto float8_e4m3fn's largest finite ±448 (FP8_MAX), the scale is
+Inputs.descale (a kernel's descale factors; the float64 reference applies them too). Further
+distributions (fa3-outliers, file:PATH) are measure/distributions.py's."""
 from __future__ import annotations
 
 import hashlib
 import math
 
 from ..backends.base import Inputs
+from . import distributions
+from .distributions import LARGE_LOGIT_STD, OUTLIER_P, OUTLIER_STD  # noqa: F401  (drawn there; named here too)
 from ..workloads import FP8_MAX, Workload
 from ..workloads.append import appending
 from ..workloads.paged import num_pages, page_table, paged
@@ -25,9 +27,6 @@ from ..workloads.varlen import tensor_dims
 INPUT_NAMES = ("q", "k", "v", "do", "k_new", "v_new")  # drawn, in this order, from one stream
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "float8_e4m3fn"}
 DISTRIBUTIONS = ("normal", "outliers", "large-logits")
-OUTLIER_P = 0.001  # share of elements that get an outlier
-OUTLIER_STD = 10.0  # N(0, 100)
-LARGE_LOGIT_STD = 30.0 ** 0.5  # Q·K·D^-1/2 then has standard deviation ~30
 REFILL_CHUNK = 1 << 25  # elements drawn at once (128 MiB of float32)
 
 
@@ -94,27 +93,22 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
     the cache is as before any step wrote it."""
     import torch
 
-    if dist not in DISTRIBUTIONS:
-        raise ValueError(f"unknown input distribution {dist!r} (one of {', '.join(DISTRIBUTIONS)})")
-    gen = torch.Generator(device=inputs.q.device).manual_seed(input_seed(w, seed) + DISTRIBUTIONS.index(dist))
+    spec = distributions.parse(dist)  # issue 40: fa3-outliers[:rate,std] and file:PATH besides DISTRIBUTIONS
+    gen = torch.Generator(device=inputs.q.device).manual_seed(input_seed(w, seed) + spec.offset)
+    present = [n for n in INPUT_NAMES if getattr(inputs, n) is not None]
+    loaded = distributions.load(spec, {n: tuple(getattr(inputs, n).shape) for n in present}) \
+        if spec.kind == "file" else None
+    descale = {}
     with torch.no_grad():
-        for name in INPUT_NAMES:
-            t = getattr(inputs, name)
-            if t is None:
-                continue
+        for name in present:
             # drawn in float32 and rounded once to the workload's dtype, a chunk at a time: the
             # temporaries of a GiB-sized KV cache stay bounded (a whole-tensor draw of the outlier
-            # distribution needs ~10x the tensor)
-            for chunk in t.detach().view(-1).split(REFILL_CHUNK):
-                x = torch.randn(chunk.numel(), generator=gen, device=t.device, dtype=torch.float32)
-                if dist == "outliers":
-                    hit = torch.rand(chunk.numel(), generator=gen, device=t.device) < OUTLIER_P
-                    x.add_(torch.randn(chunk.numel(), generator=gen, device=t.device).mul_(OUTLIER_STD).mul_(hit))
-                elif dist == "large-logits" and name in ("q", "k"):
-                    x.mul_(LARGE_LOGIT_STD)
-                if chunk.element_size() == 1:  # float8: saturate, never a NaN from an out-of-range cast
-                    x.clamp_(-FP8_MAX, FP8_MAX)
-                chunk.copy_(x)
+            # distribution needs ~10x the tensor); float8 with a per-tensor scale (distributions.fill)
+            d = distributions.fill(getattr(inputs, name).detach().view(-1), name, spec, gen, REFILL_CHUNK, loaded,
+                                   descale.get(name[:-4]) if name.endswith("_new") else None)
+            if d is not None:
+                descale[name] = d
+    inputs.descale = descale or None
 
 
 FINGERPRINT_PERIOD = 997  # element i of a tensor weighs (i mod 997) + 1 in the position-weighted sum
