@@ -130,6 +130,7 @@ def test_summary_condenses_readings_that_change(gpu):
     assert tel.summary() == {
         "sm_clock_mhz": 1925.0,  # median of 1700, 1900, 1950, 1980
         "sm_clock_min_mhz": 1700,
+        "sm_clock_max_mhz": 1980,  # the clock peak's clock (runner/gates.py clock_ceilings)
         "mem_clock_mhz": 3201,
         "temp_c": 52,  # the hottest
         "power_w": 670.0,  # median of 300, 650, 690, 700

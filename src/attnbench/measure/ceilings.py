@@ -1,4 +1,4 @@
-"""Measured ceilings of a device: copy and read bandwidth, matmul rate per dtype (the denominators
+"""Measured ceilings of a device: copy and read-only bandwidth, matmul rate per dtype (the denominators
 of "% of ceiling"), and the host's pace at issuing eager ops."""
 from __future__ import annotations
 
@@ -58,10 +58,27 @@ def host_op_us(device: str, calls: int = 200, reps: int = 11) -> float:
     return statistics.median(blocks) / calls * 1e6
 
 
+# Reductions of the same buffer in three shapes: which of torch's reduction kernels streams fastest differs by
+# GPU and size (one 2 GiB sum read 4.3 TB/s on the H200 while cuDNN's decode read its KV cache at 4.44), and each
+# is a real read-only stream, so the fastest is the read ceiling (a lower bound of what the DRAM can do).
+READ_ROW = 1 << 16  # floats per row of the row-wise sums (256 KiB: long contiguous reads per output)
+
+
+def read_probes(vals) -> dict:
+    """Read-only passes over `vals` (a flat float32 tensor whose size is a multiple of READ_ROW): a sum to one
+    value, sums per contiguous row, and sums per column (rows read side by side)."""
+    rows = vals.view(-1, READ_ROW)
+    return {"sum": lambda: vals.sum(), "rows": lambda: rows.sum(dim=1), "columns": lambda: rows.sum(dim=0)}
+
+
 def ceilings(device: str) -> dict:
     """Measured copy bandwidth (512 MiB device-to-device, read + written counted: the seed's convention),
-    read bandwidth of a reduction, and matmul rate per dtype, on random data."""
+    read bandwidth (the fastest of read_probes, each variant's figure kept in read_gbps_by), matmul rate per
+    dtype on random data, and what the clock peaks need (measure/peaks.py: SMs, compute capability, datasheet
+    clock, DRAM's theoretical bandwidth)."""
     import torch
+
+    from .peaks import device_peaks
 
     cuda = device.startswith("cuda")
     nbytes = (512 << 20) if cuda else (64 << 20)
@@ -77,8 +94,9 @@ def ceilings(device: str) -> dict:
     if cuda and torch.cuda.mem_get_info(torch.device(device))[0] >= 4 * (2048 << 20):
         rbytes = 2048 << 20
     vals = torch.rand(rbytes // 4, device=device)
-    t = median_seconds(lambda: vals.sum(), device, 10)
-    out["read_gbps"] = rbytes / t / 1e9
+    out["read_gbps_by"] = {name: round(rbytes / median_seconds(fn, device, 10) / 1e9, 1)
+                           for name, fn in read_probes(vals).items()}
+    out["read_gbps"] = max(out["read_gbps_by"].values())
     out["read_bytes"] = rbytes
     del vals
     n = 8192 if cuda else 512
@@ -89,4 +107,5 @@ def ceilings(device: str) -> dict:
         out[f"matmul_tflops_{name}"] = 2 * n**3 / t / 1e12
     out["matmul_n"] = n
     out["host_op_us"] = host_op_us(device)
+    out.update(device_peaks(device))
     return out

@@ -42,8 +42,8 @@ class Telemetry:
             self.failed = True
 
     def summary(self) -> dict:
-        """Medians of clocks and power, the highest temperature, the union of throttle reasons,
-        the number of readings and whether the SM clock was low; {} when NVML could not say."""
+        """Medians of clocks and power, the lowest and highest SM clock, the highest temperature, the union of
+        throttle reasons, the number of readings and whether the SM clock was low; {} when NVML could not say."""
         if self.failed or not self.readings:
             return {}
         sm = [r["sm_clock_mhz"] for r in self.readings]
@@ -53,6 +53,7 @@ class Telemetry:
         return {
             "sm_clock_mhz": statistics.median(sm),
             "sm_clock_min_mhz": min(sm),
+            "sm_clock_max_mhz": max(sm),  # the row's clock peak is taken at it (runner/gates.py)
             "mem_clock_mhz": statistics.median(r["mem_clock_mhz"] for r in self.readings),
             "temp_c": max(r["temp_c"] for r in self.readings),
             "power_w": statistics.median(r["power_w"] for r in self.readings),

@@ -9,7 +9,7 @@ from typing import Callable
 
 from ..backends.base import Backend, Rejected
 from ..backends.layout import appended
-from ..measure import correctness, dispatch, timing
+from ..measure import concurrency, correctness, dispatch, timing
 from ..measure.device import bind
 from ..measure.inputs import fingerprint, make_inputs
 from ..status import Status, failure
@@ -105,8 +105,20 @@ def run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch
     except Exception:  # noqa: BLE001  (the bind step binds again, and turns the failure into the attempt's status)
         pass
     before = process_state.read()
+    others = concurrency.read(spec["device"], holds_context=_cuda_ready(spec["device"]))  # issue 39.5
     res = _run(spec, backend, cache, classifier)
+    after = concurrency.read(spec["device"], holds_context=_cuda_ready(spec["device"]))
+    res.update(concurrency.columns(others, after))
     return process_state.verdict(res, *process_state.undo(before))
+
+
+def _cuda_ready(device: str) -> bool:
+    """Whether this worker holds a CUDA context (NVML must then list it among the GPU's processes)."""
+    if not device.startswith("cuda"):
+        return False
+    import torch
+
+    return torch.cuda.is_initialized()
 
 
 def _run(spec: dict, backend: Backend, cache: WorkloadCache, classifier: dispatch.Classifier | None) -> dict:

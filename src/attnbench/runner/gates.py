@@ -9,7 +9,7 @@ The attempt's steps (runner/attempt.py lists them in order) stop at the first ga
   confirmed by two passes (of up to three, apart in time) of calls on new values each beside one on the
   same values again, every call after the same pause; the passes' calls are the row's evidence
   (check_detail["cache_gate"]), whichever way they decide.
-The row's sink then applies judge() to an OK attempt: two rules turn it into IMPLAUSIBLE (its samples
+The row's sink then applies judge() to an OK attempt: three rules turn it into IMPLAUSIBLE (its samples
 are then not reported):
 - the timer saw less than the work: the median per call is below TIMER_FLOOR x the device time of
   one call's kernels, which the dispatch probe read from the profiler's trace on every stream
@@ -17,13 +17,16 @@ are then not reported):
   by the trace);
 - the device cannot do it: FLOP/s above CEILING_MARGIN (a CPU: CPU_CEILING_MARGIN) x the fastest
   matmul the run measured on the device (any dtype), or modelled bytes/s above CEILING_MARGIN x its measured read bandwidth
-  when the bytes cannot sit in L2 (a GPU whose L2 size is known).
-They also derive timed_over_kernel and host_bound for every timed CUDA row."""
+  when the bytes cannot sit in L2 (a GPU whose L2 size is known);
+- above the clock's ceilings (clock_ceilings): FLOP/s above CLOCK_PEAK_MARGIN x the dtype's dense tensor peak at
+  the highest SM clock read while it was timed, or modelled bytes/s above the DRAM's theoretical bandwidth.
+They also derive timed_over_kernel and host_bound for every timed CUDA row, and peak_tflops_clock,
+pct_peak_clock and pct_read where their ceilings are known."""
 from __future__ import annotations
 
 import statistics
 
-from ..measure import dispatch
+from ..measure import dispatch, peaks
 from ..status import Status
 from . import checks
 
@@ -38,6 +41,18 @@ TIMER_FLOOR = 0.7
 # beat them modestly (decode read 4.44 TB/s of modelled traffic against a 4.2 TB/s reduction on the
 # H200); 1.5x above them is no measurement error.
 CEILING_MARGIN = 1.5
+# issue 39.4. A row's FLOP/s against its dtype's dense tensor peak at the highest SM clock NVML read in its timed
+# window (measure/peaks.py). No attention kernel comes near it (cuDNN's H200 forward: 615 TFLOP/s at ~1625 MHz,
+# 70% of that clock's 878; FlashAttention-3's paper: 75%), so a row above it has a wrong FLOP model or a timer
+# that missed work. The 5% covers a clock between readings above every reading (NVML reads between sample
+# batches; the power cap moved the H200's clock within 1620-1755 MHz, 8%, and the highest reading is used).
+CLOCK_PEAK_MARGIN = 1.05
+# Modelled bytes are a floor of the traffic (every operand once), so modelled bytes/s above the DRAM's theoretical
+# bandwidth (bus width x memory clock x 2, NVML) cannot be; 2% covers the timer's noise on a row of µs. Where NVML
+# does not give it, 1.15x the measured read ceiling stands in (the H200's 4.8 TB/s datasheet over its 4.2 TB/s
+# reduction). Between 100% of the measured read ceiling and this, a row is real but named (pct_read > 100).
+DRAM_PEAK_MARGIN = 1.02
+READ_MARGIN = 1.15
 # A CPU's ceilings come from one 512^3 matmul per dtype on a host others share: on a 2-core CI host
 # they moved 17-63 GFLOP/s (fp32) and 34-750 GFLOP/s (bf16) from one measurement to the next. Only
 # an order of magnitude above the fastest is beyond doubt there.
@@ -106,9 +121,37 @@ def judge(values: dict, ceilings: dict, l2_bytes: int | None, device_type: str =
     off_chip = l2_bytes is not None and (values.get("l2") == "cold" or (nbytes or 0) > L2_FACTOR * l2_bytes)
     if read and nbytes and off_chip:
         bw = nbytes / (median * 1e-6) / 1e9
+        out["pct_read"] = 100.0 * bw / read
         if bw > margin * read:
             return _implausible(out, f"{bw:.4g} GB/s of modelled traffic is {bw / read:.2g}x the device's measured "
                                      f"read bandwidth ({read:.4g} GB/s; limit {margin:g}x)")
+    return clock_ceilings(out, ceilings, rate, out.get("pct_read"))
+
+
+def clock_ceilings(out: dict, ceilings: dict, rate: float | None, pct_read: float | None) -> dict:
+    """issue 39.4: the row's dense tensor peak at the highest SM clock read in its timed window
+    (peak_tflops_clock, pct_peak_clock), and IMPLAUSIBLE above CLOCK_PEAK_MARGIN x it, or above the DRAM's
+    theoretical bandwidth (x DRAM_PEAK_MARGIN; READ_MARGIN x the measured read ceiling where NVML did not
+    give it). Between 100% of the measured read ceiling and that limit the row stays OK with pct_read above
+    100, which show and analyze name (a kernel may stream better than torch's reductions)."""
+    peak = peaks.tflops_at(ceilings, out.get("dtype") or "", out.get("sm_clock_max_mhz"))
+    if peak:
+        out["peak_tflops_clock"] = peak
+        if rate:
+            out["pct_peak_clock"] = 100.0 * rate / (peak * 1e12)
+            if rate > CLOCK_PEAK_MARGIN * peak * 1e12:
+                return _implausible(out, f"{rate / 1e12:.4g} TFLOP/s is {out['pct_peak_clock']:.0f}% of the dense "
+                                         f"{out.get('dtype')} peak at the highest SM clock read while it was timed "
+                                         f"({peak:.4g} TFLOP/s at {out['sm_clock_max_mhz']:g} MHz; limit "
+                                         f"{100 * CLOCK_PEAK_MARGIN:.0f}%)")
+    if pct_read is not None:
+        read, dram = ceilings["read_gbps"], ceilings.get("dram_peak_gbps")
+        limit, what = ((DRAM_PEAK_MARGIN * dram, f"the DRAM's theoretical {dram:.4g} GB/s (NVML)") if dram else
+                       (READ_MARGIN * read, f"{READ_MARGIN:g}x the measured read ceiling"))
+        bw = pct_read * read / 100
+        if bw > limit:
+            return _implausible(out, f"{bw:.4g} GB/s of modelled traffic is {pct_read:.0f}% of the measured read "
+                                     f"ceiling ({read:.4g} GB/s) and above {what}: no kernel reads faster")
     return out
 
 
