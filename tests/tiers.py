@@ -69,6 +69,14 @@ FULL = {
     # ---- report --by: the page's sides are tested on the page itself
     "tests/test_scale.py::test_report_by_device_name_end_to_end":
         "test_scale::test_the_portability_page_compares_the_sides_of_by (the page and --by's parsing)",
+    # ---- counters (issue 39): run --counters end to end (spawned workers); the step and the sink stay default
+    "tests/test_counters.py::test_run_with_fake_counters_through_the_real_runner":
+        "test_counters::test_the_counters_step_and_the_sink_make_the_counters_row",
+    "tests/test_counters.py::test_run_with_unreadable_counters_keeps_the_attempt_ok":
+        "test_counters::test_unreadable_counters_say_why_and_hold_no_number",
+    # ---- referee (issue 42.3): the comparison of a store's rows stays in the default tier
+    "tests/test_referee.py::test_end_to_end_on_cpu_through_the_runner":
+        "test_referee::test_verdicts_from_a_store_of_known_rows (the same comparison, fed a store of known rows)",
 }
 
 

@@ -1,0 +1,89 @@
+"""`attnbench referee`'s output: published figures against ours as a table of text cells (80 columns) and as JSON."""
+from __future__ import annotations
+
+from ..analysis.frames import json_ready
+from ..analysis.referee.compare import CANNOT, CONVENTION_TOLERANCE, Comparison
+from ..analysis.referee.published import Sheet
+from .texttable import TextTable
+
+SHORT_UNIT = {"TFLOP/s": "TF/s", "GB/s": "GB/s", "ms": "ms"}
+
+
+def _fig(v: float | None) -> str:
+    if v is None or v != v:
+        return "-"
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def refusals(sheet: Sheet) -> list[str]:
+    """One line per published row that is not re-measured: its row, backend, passes and why."""
+    seen: dict[tuple, list[str]] = {}
+    for r in sheet.rows:
+        if r.refusal:
+            seen.setdefault((r.row, r.harness_backend, r.refusal), []).append(r.passname)
+    return [f"row {row} {name} {'/'.join(passes)}: {why}" for (row, name, why), passes in seen.items()]
+
+
+def table(comparisons: list[Comparison]) -> tuple[TextTable, list[str]]:
+    """The comparisons as rows (row, pass, backend, published, ours with its p5-p95 interval, ratio, verdict),
+    and the numbered notes the verdict column points to: why a row cannot be compared, a publisher's FLOP or
+    byte count that differs from attnbench's, the toolkit, clock and power facts."""
+    t = TextTable("", ["row pass", "backend", "published", "ours [p5-p95]", "ratio", "verdict"],
+                  right=frozenset({2, 3, 4}))
+    notes: list[str] = []
+    stars: list[str] = []  # a publisher's FLOP or byte count, marked * beside the figure
+
+    def note(text: str) -> str:
+        if text not in notes:
+            notes.append(text)
+        return f"[{notes.index(text) + 1}]"
+
+    for c in comparisons:
+        p = c.published
+        unit = SHORT_UNIT[c.unit]
+        mark = ""
+        if c.amount_ratio is not None and abs(c.amount_ratio - 1) > CONVENTION_TOLERANCE:
+            mark = "*"
+            stars.append(f"* row {p.row} {p.passname}: published {_fig(p.figure)} {p.unit} counts {c.amount_ratio:.3f}x "
+                 f"attnbench's {'bytes' if c.unit == 'GB/s' else 'FLOPs'} ({p.convention}); shown here in "
+                 "attnbench's model, from the published time")
+        published = f"{_fig(c.published_figure)}{mark} {unit}"
+        if c.status == "OK":
+            ours = f"{_fig(c.ours_figure)} [{_fig(c.ours_figure_lo)}-{_fig(c.ours_figure_hi)}]"
+            ratio = f"{c.ratio:.2f}x"
+        else:
+            ours, ratio = (c.status or "not run"), "-"
+        ref = note(c.why if c.status == "OK" else f"{c.backend}: {c.why}") if c.verdict == CANNOT else ""
+        if c.status == "OK":
+            ref += "".join(note(d) for d in c.differences)
+        t.add(f"{p.row} {p.passname}", c.backend, published, ours, ratio, f"{c.verdict} {ref}".strip())
+    return t, notes + [s for i, s in enumerate(stars) if s not in stars[:i]]
+
+
+def legend(comparisons: list[Comparison]) -> list[str]:
+    """Each published row's workload once (its mode per pass), as attnbench labels it."""
+    out: dict[int, str] = {}
+    for c in comparisons:
+        w = c.published.workload
+        out.setdefault(c.published.row, f"row {c.published.row}: {w.label().split(' ', 1)[1]}")
+    return list(out.values())
+
+
+def to_json(sheet: Sheet, comparisons: list[Comparison], source: str) -> dict:
+    """Everything the table shows, and the values behind it, for machines."""
+    rows = []
+    for c in comparisons:
+        p = c.published
+        rows.append({"row": p.row, "pass": p.passname, "harness_backend": p.harness_backend, "backend": c.backend,
+                     "workload": p.workload.to_dict(), "workload_key": p.workload.key(),
+                     "published": {"figure": p.figure, "unit": p.unit, "time_ms": p.time_ms, "spread_ms": p.spread_ms,
+                                   "gpu": p.gpu, "toolkit": p.toolkit, "timing": p.timing,
+                                   "convention": p.convention, "amount": p.publisher_amount,
+                                   "amount_over_attnbench": c.amount_ratio, "in_attnbench_model": c.published_figure},
+                     "ours": {"status": c.status, "reason": c.reason, "time_ms": c.ours_ms, "p5_ms": c.ours_lo_ms,
+                              "p95_ms": c.ours_hi_ms, "repeats": c.repeats, "device": c.device,
+                              "figure": c.ours_figure, "figure_lo": c.ours_figure_lo, "figure_hi": c.ours_figure_hi,
+                              "unit": c.unit},
+                     "ratio": c.ratio, "verdict": c.verdict, "why": c.why, "differences": c.differences})
+    return json_ready({"source": source, "format": sheet.fmt, "notes": sheet.notes, "refused": refusals(sheet),
+                       "comparisons": rows})
