@@ -4,8 +4,9 @@ executed in the step on the caller's stream. Tensors are described as (B, H, N, 
 workload's own strides, so either layout enters without a copy. Both causal alignments are flags of
 the graph (use_causal_mask: top-left; use_causal_mask_bottom_right).
 
-fp8_e4m3 (forward only, compute capability >= 9.0) builds `sdpa_fp8`: float8 Q, K, V and O with a
-per-tensor scale of 1 (descale_q/k/v = scale_o = 1.0) and float32 compute; the softmax output P
+fp8_e4m3 (forward only, compute capability >= 9.0) builds `sdpa_fp8`: float8 Q, K, V and O, the
+inputs' per-tensor scales as descale_q/k/v (Inputs.descale, not 1: the largest magnitude of each
+tensor is its code 448), scale_o = 1.0 and float32 compute; the softmax output P
 (in [0, 1]) is quantized with scale_s = FP8_MAX and dequantized with descale_s = 1/FP8_MAX, a
 static choice that uses float8's range without a data-dependent amax (with 1.0, every probability
 below 2^-10, i.e. most of a long row, would round to zero). The amax outputs are written and not
@@ -126,6 +127,9 @@ def _fp8_masks(w: Workload) -> dict:
 
 
 class CudnnFrontend(Backend):
+    # the quantisation sdpa_fp8 performs as driven here: the fp8 contract's scheme (measure/fp8_contract.py)
+    fp8_scheme = "e4m3,tensor,p-e4m3x448,o-e4m3"
+
     def extra_supports(self, w: Workload, dev) -> str | None:
         if w.window and (w.q_len == 1 or paged(w) or w.dtype == FP8):
             return ("sliding window: mapped for the dense and ragged sdpa graphs with more than one query "
@@ -313,8 +317,10 @@ class CudnnFrontend(Backend):
         def scalar(x: float):
             return torch.full((1, 1, 1, 1), x, dtype=torch.float32, device=dev)
 
-        scales = {"descale_q": scalar(1.0), "descale_k": scalar(1.0), "descale_v": scalar(1.0),
-                  "descale_s": scalar(1.0 / FP8_MAX), "scale_s": scalar(FP8_MAX), "scale_o": scalar(1.0)}
+        # the inputs' per-tensor scales (code x s = value), bound as they are: a refill writes them in place
+        ds = inputs.descale or {}
+        scales = {f"descale_{n}": ds[n] if n in ds else scalar(1.0) for n in "qkv"}
+        scales.update({"descale_s": scalar(1.0 / FP8_MAX), "scale_s": scalar(FP8_MAX), "scale_o": scalar(1.0)})
         amax = {"amax_s": scalar(0.0), "amax_o": scalar(0.0)}  # written by the graph, not read
 
         def build():

@@ -168,3 +168,26 @@ def fill(flat, name: str, dist: Dist, gen, chunk: int, loaded: dict | None = Non
             x = (x / descale).clamp_(-FP8_TOP, FP8_TOP)  # saturate, never a NaN from an out-of-range cast
         flat[start:start + x.numel()].copy_(x)
     return descale if fp8 else None
+
+
+def set_descale(inputs, found: dict) -> None:
+    """Store a refill's per-tensor descales in Inputs.descale as (1, 1, 1, 1) float32 tensors on the
+    inputs' device, written in place when they exist: a kernel that bound them in prepare (cuDNN's
+    descale_q/k/v) reads a refill's scales without any work inside its timed step."""
+    import torch
+
+    if not found:
+        inputs.descale = None
+        return
+    held = inputs.descale or {}
+    for name, value in found.items():
+        if name in held:
+            held[name].fill_(value)
+        else:
+            held[name] = torch.full((1, 1, 1, 1), value, dtype=torch.float32, device=inputs.q.device)
+    inputs.descale = held
+
+
+def descales(inputs) -> dict[str, float]:
+    """Inputs.descale as floats (empty when the inputs carry none)."""
+    return {n: float(t.item()) for n, t in (inputs.descale or {}).items()}

@@ -108,7 +108,7 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
                                    descale.get(name[:-4]) if name.endswith("_new") else None)
             if d is not None:
                 descale[name] = d
-    inputs.descale = descale or None
+    distributions.set_descale(inputs, descale)
 
 
 FINGERPRINT_PERIOD = 997  # element i of a tensor weighs (i mod 997) + 1 in the position-weighted sum

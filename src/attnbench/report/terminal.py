@@ -184,10 +184,10 @@ def noise_notes(best: pd.DataFrame, most: int = 8) -> list[str]:
     return ["\n".join(lines)]
 
 
-# dtypes whose accuracy rule is provisional (measure/correctness.py: CONTRACT); torch-free import
+# dtypes judged by the fp8 contract (measure/correctness.py: CONTRACT; issue 40); torch-free import
 PROVISIONAL_DTYPES = ("fp8_e4m3",)
-PROVISIONAL_NOTE = ("fp8_e4m3 rows: checked against float64 for gross errors only, under a provisional rule; "
-                    "not yet contract-checked (check_detail contract: provisional-fp8; docs/methodology.md §5.5)")
+PROVISIONAL_NOTE = ("fp8_e4m3 rows: judged by the fp8 contract, output RMS error within 1.5x its declared "
+                    "quantisation scheme's emulated error (check_detail fp8, column fp8_ratio; docs/method/fp8.md)")
 
 
 def ceiling_notes(best: pd.DataFrame, device_types: dict) -> list[str]:

@@ -4,7 +4,7 @@ Each reads the attempt's context (runner/steps.py Attempt)."""
 from __future__ import annotations
 
 from ..backends.layout import cache_slot, new_token
-from ..measure import correctness, timing
+from ..measure import correctness, fp8_contract, timing
 from ..measure.inputs import DISTRIBUTIONS, fingerprint, refill
 from ..workloads.append import appending, slot
 
@@ -66,7 +66,8 @@ def check_on(a, call, seed: int, dist: str, hard: bool = False):
     refill(a.inputs, a.w, seed, dist)
     out, us = timing.one_call(call, a.device)
     a.fresh.append(us)
-    return correctness.check(a.w, out, a.inputs, a.cache.reference(a.w, seed, dist), a.tol, hard=hard)
+    return correctness.check(a.w, out, a.inputs, a.cache.reference(a.w, seed, dist), a.tol, hard=hard,
+                             scheme=fp8_contract.scheme_of(a.backend, a.w))  # issue 40: the fp8 contract
 
 
 def hard_inputs(a) -> tuple[str | None, float | None]:

@@ -1,0 +1,173 @@
+"""FP8 quantisation emulated with torch ops (CPU or GPU): e4m3/e5m2 rounding bit-for-bit as torch's float8 casts, and the schemes an FP8 attention kernel declares.
+
+A scheme says how Q, K and V become float8 before the two products (one scale per tensor, per
+(batch, head), or per tile of `block` rows of one (batch, head)), whether Q and K are first turned
+by the same random orthogonal matrix M = diag(±1)·H/√d (incoherent processing, FlashAttention-3
+§3.3: (QM)(KM)ᵀ = QKᵀ, an outlier feature spread over the head dimension before it is rounded), how
+P is rounded before the PV product (format and scale; none: kept exact) and how O is written.
+`emulate` applies a scheme and computes the rest exactly, in float64: its error against float64
+attention on the unquantised inputs is what the quantiser alone must cost (docs/method/fp8.md)."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+# (mantissa bits, smallest normal exponent, largest finite value) of torch.float8_e4m3fn / float8_e5m2
+FORMATS = {"e4m3": (3, -6, 448.0), "e5m2": (2, -14, 57344.0)}
+TORCH_NAMES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+GRANULARITIES = ("tensor", "head", "block")
+
+
+def round_fp8(x, fmt: str = "e4m3", saturate: bool = True):
+    """x (any float dtype) rounded to the nearest `fmt` value, ties to even, returned in float64; the
+    same bits as torch's cast x.float().to(float8) (a float64 value is first rounded to float32, as
+    the cast does). Beyond the largest finite value: e4m3 (no infinity) saturates, as torch's cast
+    does; e5m2 saturates when `saturate`, else overflows to ±inf as the cast does. NaN stays NaN."""
+    import torch
+
+    mbits, emin, top = FORMATS[fmt]
+    x32 = x.to(torch.float32).to(torch.float64)  # the cast's own first rounding, then exact arithmetic
+    a = x32.abs()
+    _, e = torch.frexp(a)  # a = m·2^e, m in [0.5, 1): the unbiased exponent is e - 1
+    quantum = torch.ldexp(torch.ones_like(a), (e - 1).clamp(min=emin) - mbits)
+    r = torch.round(a / quantum) * quantum  # torch.round: half to even; a / quantum is exact in float64
+    if fmt == "e4m3" or saturate:
+        r = r.clamp(max=top)
+    else:
+        r = torch.where(r > top, torch.full_like(r, math.inf), r)
+    r = torch.where(torch.isinf(a), torch.full_like(r, top if (fmt == "e4m3" or saturate) else math.inf), r)
+    r = torch.where(torch.isnan(a), a, r)
+    return torch.copysign(r, x32)
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """How a kernel quantises (see the module docstring). `p_scale`: P is rounded as P·p_scale and
+    divided back (cuDNN's scale_s = 448; 1: P cast as it is, FlashAttention-3); `o_fmt`: O written in
+    that float8 format (None: in the workload's dtype)."""
+
+    fmt: str = "e4m3"
+    granularity: str = "tensor"
+    block: int = 128
+    incoherent: bool = False
+    p_fmt: str | None = "e4m3"
+    p_scale: float = 448.0
+    o_fmt: str | None = None
+    seed: int = 0  # the random signs of incoherent processing
+
+    @property
+    def name(self) -> str:
+        gran = f"block{self.block}" if self.granularity == "block" else self.granularity
+        parts = [self.fmt, gran] + (["incoherent"] if self.incoherent else [])
+        parts.append(f"p-{self.p_fmt}x{self.p_scale:g}" if self.p_fmt else "p-exact")
+        if self.o_fmt:
+            parts.append(f"o-{self.o_fmt}")
+        return ",".join(parts)
+
+
+def parse_scheme(text: str) -> Scheme:
+    """The inverse of Scheme.name: 'e4m3,block128,incoherent,p-e4m3x448,o-e4m3'."""
+    kw: dict = {}
+    for part in text.split(","):
+        if part in FORMATS:
+            kw["fmt"] = part
+        elif part in ("tensor", "head"):
+            kw["granularity"] = part
+        elif (m := re.fullmatch(r"block(\d+)", part)):
+            kw.update(granularity="block", block=int(m.group(1)))
+        elif part == "incoherent":
+            kw["incoherent"] = True
+        elif part == "p-exact":
+            kw["p_fmt"] = None
+        elif (m := re.fullmatch(r"p-(e4m3|e5m2)x([0-9.e+-]+)", part)):
+            kw.update(p_fmt=m.group(1), p_scale=float(m.group(2)))
+        elif (m := re.fullmatch(r"o-(e4m3|e5m2)", part)):
+            kw["o_fmt"] = m.group(1)
+        else:
+            raise ValueError(f"unknown fp8 scheme part {part!r} in {text!r}")
+    return Scheme(**kw)
+
+
+def amax_scale(amax, fmt: str):
+    """The scale that maps amax onto the format's largest value (1 where amax is 0)."""
+    import torch
+
+    top = FORMATS[fmt][2]
+    return torch.where(amax > 0, amax / top, torch.ones_like(amax))
+
+
+def quantise(x, fmt: str, granularity: str = "tensor", block: int = 128):
+    """x (B, H, N, D) → (values rounded to `fmt` after dividing by their scale, times the scale), in
+    float64: one scale per tensor, per (batch, head), or per tile of `block` rows of one (batch, head)."""
+    import torch
+
+    x = x.to(torch.float64)
+    if granularity == "tensor":
+        s = amax_scale(x.abs().amax(), fmt)
+        return round_fp8(x / s, fmt) * s
+    if granularity == "head":
+        s = amax_scale(x.abs().amax(dim=(-2, -1), keepdim=True), fmt)
+        return round_fp8(x / s, fmt) * s
+    if granularity != "block":
+        raise ValueError(f"unknown granularity {granularity!r} (one of {', '.join(GRANULARITIES)})")
+    b, h, n, d = x.shape
+    pad = (-n) % block
+    xp = torch.nn.functional.pad(x, (0, 0, 0, pad)).view(b, h, (n + pad) // block, block, d)
+    s = amax_scale(xp.abs().amax(dim=(-2, -1), keepdim=True), fmt)
+    return (round_fp8(xp / s, fmt) * s).view(b, h, n + pad, d)[:, :, :n]
+
+
+def fwht(x):
+    """The fast Walsh–Hadamard transform along the last dimension (a power of two), orthonormal
+    (x·H/√d): O(d log d) additions instead of a d×d product."""
+    d = x.shape[-1]
+    if d & (d - 1):
+        raise ValueError(f"incoherent processing needs a power-of-two head dim, not {d}")
+    import torch
+
+    y, h = x, 1
+    while h < d:
+        y = y.reshape(*x.shape[:-1], d // (2 * h), 2, h)
+        y = torch.stack((y[..., 0, :] + y[..., 1, :], y[..., 0, :] - y[..., 1, :]), dim=-2)
+        h *= 2
+    y = y.reshape(x.shape)
+    return y / math.sqrt(d)
+
+
+def random_signs(d: int, seed: int, device):
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return (torch.randint(0, 2, (d,), generator=g) * 2 - 1).to(device=device, dtype=torch.float64)
+
+
+def incoherent(q, k, seed: int = 0):
+    """Q·M and K·M with M = diag(±1)·H/√d, one random M for both: QKᵀ unchanged up to rounding."""
+    signs = random_signs(q.shape[-1], seed, q.device)
+    return fwht(q.to(signs.dtype) * signs), fwht(k.to(signs.dtype) * signs)
+
+
+def emulate(q, k, v, scheme: Scheme, scale: float, keep=None, quantised: bool = False):
+    """Attention of (B, H, N, D) tensors (GQA by expansion) as `scheme` quantises them, computed in
+    float64; `keep`: a boolean (Nq, Nkv) mask of the kept scores (None: all); `quantised`: Q, K, V are
+    already the scheme's float8 values (dequantised), only P and O are left to round. Returns O
+    (B, Hq, Nq, Dv) in float64 (rounded to the scheme's O format when it writes one)."""
+    import torch
+
+    q, k, v = (t.to(torch.float64) for t in (q, k, v))
+    if not quantised:
+        if scheme.incoherent:
+            q, k = incoherent(q, k, scheme.seed)
+        q, k, v = (quantise(t, scheme.fmt, scheme.granularity, scheme.block) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if keep is not None:
+        s = s.masked_fill(~keep, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    if scheme.p_fmt:
+        p = round_fp8(p * scheme.p_scale, scheme.p_fmt) / scheme.p_scale
+    o = torch.matmul(p, v)
+    return round_fp8(o, scheme.o_fmt) if scheme.o_fmt else o

@@ -1,0 +1,68 @@
+"""The FP8 numerical contract: a backend's output error against float64 may be at most FACTOR x the error of its declared quantisation scheme, emulated exactly on the same inputs.
+
+A backend declares its scheme as `fp8_scheme` (a Scheme or its name, backends/fp8_quant.py); an fp8
+workload's backend that declares none is held to DEFAULT_SCHEMES. The emulation (`emulate`) quantises
+as the scheme says and computes the rest in float64: its RMS error is what the quantiser alone must
+cost. The kernel's RMS error over it, per checked (batch, kv-head) slice, worst slice, is the
+contract ratio; beyond FACTOR the row is INCORRECT with the ratio in its reason. An fp8 workload's
+inputs already are the per-tensor float8 codes (measure/distributions.py), so only P and O are
+rounded by the emulation there. FACTOR's evidence: docs/method/fp8.md."""
+from __future__ import annotations
+
+from ..backends.fp8_quant import Scheme, emulate, parse_scheme
+from ..backends.layout import keep_mask
+from ..workloads import Workload
+from ..workloads.varlen import packed
+
+# Largest kernel-over-emulation RMS ratio a correct kernel may show. A tiled float32 kernel with the
+# online softmax (P quantised per 128-key tile against the running maximum, tests/test_fp8_contract.py
+# `tiled_kernel`) scores 0.93-1.13 over shapes, masks and distributions on CPU; cuDNN's sdpa_fp8 on the
+# H200 is measured by lab/h200_fp8.sh. 1.5 leaves room for another accumulation order and a running
+# maximum; a dropped descale, a 16-bit path judged as another scheme, or a tile gone wrong scores far above.
+FACTOR = 1.5
+# cuDNN's sdpa_fp8 as backends/cudnn_fe.py drives it: per-tensor e4m3 Q, K, V (the tool's codes), P
+# scaled by 448 into e4m3 (scale_s), O written in e4m3 (scale_o 1)
+CUDNN_FP8 = Scheme(fmt="e4m3", granularity="tensor", p_fmt="e4m3", p_scale=448.0, o_fmt="e4m3")
+DEFAULT_SCHEMES = {"fp8_e4m3": CUDNN_FP8}
+
+
+def scheme_of(backend, w: Workload) -> Scheme | None:
+    """The scheme `backend` declares (None: none, and the workload's dtype has no default)."""
+    s = getattr(backend, "fp8_scheme", None)
+    if isinstance(s, str):
+        s = parse_scheme(s)
+    return s if s is not None else DEFAULT_SCHEMES.get(w.dtype)
+
+
+def _rms(d) -> list[float]:
+    return d.pow(2).flatten(1).mean(1).sqrt().tolist()
+
+
+def judge(w: Workload, x, ref, scheme: Scheme) -> dict | None:
+    """x: the output's checked slices (S, 1, G, Nq, Dv) as ref.ref[0] holds them; ref: the workload's
+    Reference64. Returns the contract's figures (scheme, rmse, emulated_rmse, ratio, worst slice) or
+    None where no emulation applies (a packed batch)."""
+    import torch
+
+    if packed(w):
+        return None
+    sq, sk, sv = ref.descale
+    hi = ref.ref[0]
+    emus = []
+    for q, k, v in ref.qkv:
+        fp8 = q.element_size() == 1
+        q64, k64, v64 = (t.detach().to(torch.float64) * f for t, f in ((q, sq), (k, sk), (v, sv)))
+        keep = keep_mask(q.shape[2], k.shape[2], w.causal_align, q.device, w.window) if w.causal else None
+        emus.append(emulate(q64, k64, v64, scheme, ref_scale(ref), keep, quantised=fp8))
+    emu = torch.stack(emus)
+    floor = 1e-9 * hi.pow(2).mean().sqrt().item()
+    got, want = _rms(x.detach().to(torch.float64) - hi), _rms(emu - hi)
+    ratios = [g / max(e, floor, 1e-300) for g, e in zip(got, want)]
+    ratios = [r if r == r else float("inf") for r in ratios]  # NaN: as bad as can be
+    i = max(range(len(ratios)), key=ratios.__getitem__)
+    return {"contract": f"fp8-emulated:{FACTOR:g}x", "scheme": scheme.name, "rmse": got[i],
+            "emulated_rmse": want[i], "ratio": ratios[i], "slice": list(ref.slices[i])}
+
+
+def ref_scale(ref) -> float:
+    return ref.softmax_scale
