@@ -94,13 +94,16 @@ class Prepared:
       entered once so its cost is not charged to every timed call.
     backward: for train_fwd_bwd, `backward(out, d_out) -> (dQ, dK, dV)` when the library's
       backward is not torch autograd; by default autograd differentiates `step`'s output.
-    state: objects to keep alive for the attempt and release after it (wrappers, buffers)."""
+    state: objects to keep alive for the attempt and release after it (wrappers, buffers).
+    config: what the backend chose for this attempt (a launch config, autotuned in the first call), asked
+      after the first call and recorded as the row's kernel_config; None when it chooses nothing."""
 
     step: Callable[[], Any]
     first_call: Callable[[], Any] | None = None
     context: AbstractContextManager | None = None
     backward: Callable[[Any, Any], tuple] | None = None
     state: Any = None
+    config: Callable[[], dict | None] | None = None  # issue 41: the row's kernel_config
 
     @classmethod
     def of(cls, prepared) -> "Prepared":

@@ -7,12 +7,13 @@ from importlib import metadata
 from pathlib import Path
 
 from . import compiled, cudnn_fe, fa4, flash_attn2, flash_attn3, flashinfer, flex, jax_attention, reference, sdpa, xformers
+from . import triton_ladder
 from . import capabilities
 from .base import ISOLATIONS, Backend
 
 # order is the listing order; the optional libraries' modules import nothing optional at load time
 BUILTIN_MODULES = (reference, sdpa, flex, compiled, fa4, flash_attn2, flash_attn3, flashinfer, cudnn_fe, jax_attention,
-                   xformers)
+                   xformers, triton_ladder)
 ENTRY_POINT_GROUP = "attnbench.backends"
 
 

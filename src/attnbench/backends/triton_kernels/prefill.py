@@ -1,0 +1,94 @@
+"""The steps of the prefill rungs (fa2, fa1, hopper): inputs bound once, the config chosen on the first call, forward (and fa2's backward) launched as named kernels."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import fa2_bwd, fa2_fwd, named, tuning
+
+INTERPRETER = [{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}]
+
+
+def _c(bm, bn, w, s, **kw) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s, **kw}
+
+
+# Forward candidates per head dim (few: each one compiles in the cold call): the FA2 paper's 128x64 / 128x128
+# tiles for D <= 128, smaller K/V tiles at 256 where registers bound the tile.
+FWD = {64: [_c(128, 64, 4, 3), _c(128, 128, 8, 3), _c(64, 64, 4, 3)],
+       128: [_c(128, 64, 8, 3), _c(128, 128, 8, 2), _c(64, 64, 4, 3)],
+       256: [_c(64, 64, 8, 2), _c(128, 32, 8, 2), _c(64, 32, 4, 2)]}
+# Backward: BLOCK_N the KV rows a dK/dV program holds, BWD_M the query rows per step; BLOCK_M the query rows a
+# dQ program holds, BWD_N the KV rows per step.
+BWD = {64: [_c(128, 128, 8, 2, BWD_M=32, BWD_N=32), _c(64, 64, 4, 2, BWD_M=32, BWD_N=32)],
+       128: [_c(128, 128, 8, 2, BWD_M=32, BWD_N=32), _c(64, 64, 4, 2, BWD_M=32, BWD_N=32),
+             _c(64, 64, 4, 2, BWD_M=64, BWD_N=64)],
+       256: [_c(64, 64, 8, 1, BWD_M=32, BWD_N=32), _c(32, 32, 4, 1, BWD_M=32, BWD_N=32)]}
+
+
+def candidates(table: dict, device, head_dim: int) -> list[dict]:
+    if device.type != "cuda":
+        return INTERPRETER
+    return table[min((d for d in table if d >= head_dim), default=max(table))]
+
+
+@dataclass
+class Bound:
+    """One attempt's tensors as (B, H, N, D) views, its causal rule and what the first calls chose."""
+
+    q: object
+    k: object
+    v: object
+    o: object
+    do: object
+    lse: object
+    scale: float
+    causal: bool
+    off: int
+    key: tuple
+    config: dict = field(default_factory=dict)
+    saved: dict = field(default_factory=dict)
+
+
+def bind(w, inputs, to_bhnd, causal_offset) -> Bound:
+    import torch
+
+    q, k, v = (to_bhnd(t.detach(), w.layout) for t in (inputs.q, inputs.k, inputs.v))
+    o = to_bhnd(inputs.out, w.layout)
+    do = to_bhnd(inputs.do.detach(), w.layout) if inputs.do is not None else None
+    lse = torch.empty(q.shape[0] * q.shape[1], q.shape[2], device=q.device, dtype=torch.float32)
+    off = causal_offset(w.q_len, w.kv_len, w.causal_align)
+    key = (w.head_dim, w.dtype, w.causal, tuning.shape_class(max(w.q_len, w.kv_len)), w.q_heads // w.kv_heads)
+    return Bound(q, k, v, o, do, lse, inputs.scale, w.causal, off, key)
+
+
+def fa2(b: Bound, deterministic: bool = True):
+    """(first_call, step, backward) of triton-fa2 on bound tensors; each returns BHND tensors."""
+    def fwd(cfg):
+        named.run("tri_fa2_fwd", lambda: fa2_fwd.forward(b.q, b.k, b.v, b.o, b.lse, b.scale, b.causal, b.off, cfg),
+                  b.q)
+
+    def first():
+        b.config["fwd"] = tuning.choose("fa2_fwd", b.key, candidates(FWD, b.q.device, b.q.shape[-1]), fwd, b.q.device)
+        return b.o
+
+    def step():
+        fwd(b.config["fwd"])
+        return b.o
+
+    def bwd_run(cfg, do):
+        out = []
+        named.run("tri_fa2_bwd", lambda: out.extend(fa2_bwd.backward(
+            b.q, b.k, b.v, b.o, do, b.lse, b.scale, b.causal, b.off, cfg, deterministic)), b.q)
+        return out
+
+    def backward(o, do_layout):
+        do = b.do if b.do is not None else do_layout
+        if "bwd" not in b.config:
+            got = {}
+            b.config["bwd"] = tuning.choose("fa2_bwd" + ("_det" if deterministic else ""), b.key,
+                                            candidates(BWD, b.q.device, b.q.shape[-1]),
+                                            lambda cfg: got.update(g=bwd_run(cfg, do)), b.q.device)
+            return tuple(got["g"])
+        return tuple(bwd_run(b.config["bwd"], do))
+
+    return first, step, backward

@@ -1,0 +1,88 @@
+"""The `triton` family: the project's own FlashAttention ladder (issue 41), one backend per rung, kernels in backends/triton_kernels/.
+
+Each rung's kernels carry a name of their own (tri_fa2_*, tri_fa1_*, tri_dec_*, tri_hop_*, tri_fp8_*), so the
+dispatch gate checks that the rung's kernel ran: on CUDA by the kernel's name, on CPU (Triton's interpreter,
+TRITON_INTERPRET=1) by the operator attnbench_triton::<kernel> each launch runs inside."""
+from __future__ import annotations
+
+import os
+
+from ..workloads import Workload
+from .base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
+from .kernels import KernelFamily
+from .layout import causal_offset, from_bhnd, to_bhnd
+
+KERNELS = (
+    KernelFamily("triton-fa2", r"tri_fa2_", attention=True),
+    KernelFamily("triton-fa1", r"tri_fa1_", attention=True),
+    KernelFamily("triton-decode", r"tri_dec_", attention=True),
+    KernelFamily("triton-hopper", r"tri_hop_", attention=True),
+    KernelFamily("triton-fp8", r"tri_fp8_", attention=True),
+)
+
+
+class TritonRung(Backend):
+    """One rung of the ladder; `rung` picks the kernels, `options` its variant (e.g. deterministic)."""
+
+    rung: str = "fa2"
+    options: dict = {}
+
+    def availability(self) -> str | None:
+        try:
+            import triton  # noqa: F401
+        except ImportError as e:
+            return f"triton not importable ({e}); pip install triton"
+        return None
+
+    def version(self) -> str | None:
+        try:
+            import triton
+
+            return triton.__version__
+        except ImportError:
+            return None
+
+    def extra_supports(self, w: Workload, dev: DeviceInfo) -> str | None:
+        if dev.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+            return "Triton kernels run on CPU only under its interpreter (TRITON_INTERPRET=1)"
+        for d in {w.head_dim, w.head_dim_v}:
+            if d < 16 or d & (d - 1):
+                return f"head_dim {d}: the ladder's kernels take power-of-two head dims from 16 to 256"
+        if w.window:
+            return "a sliding window is not in the ladder's kernels"
+        return None
+
+    def prepare(self, w: Workload, inputs: Inputs):
+        from .triton_kernels import prefill
+
+        b = prefill.bind(w, inputs, to_bhnd, causal_offset)
+        first, step, backward = prefill.fa2(b, deterministic=self.options.get("deterministic", True))
+        layout = w.layout
+
+        def grads(o, do):
+            return tuple(from_bhnd(g, layout) for g in backward(o, to_bhnd(do, layout)))
+
+        return Prepared(step=lambda: from_bhnd(step(), layout), first_call=lambda: from_bhnd(first(), layout),
+                        backward=grads, config=lambda: dict(b.config) or None, state=b)
+
+
+def _rung(name: str, rung: str, families: set[str], description: str, options: dict | None = None,
+          **kw) -> TritonRung:
+    b = TritonRung(name=name, family="triton", role=CONTESTANT, dtypes=("bf16", "fp16"), max_head_dim=256,
+                   kernel_patterns=KERNELS,
+                   kernel_families={"cuda": frozenset(families), "cpu": frozenset(families)},
+                   description=description, **kw)
+    b.rung, b.options = rung, dict(options or {})
+    return b
+
+
+def make() -> list[Backend]:
+    modes = ("prefill", "train_fwd", "train_fwd_bwd", "decode")
+    return [
+        _rung("triton-fa2", "fa2", {"triton-fa2"}, "FlashAttention-2 in Triton (this project's): query blocks "
+              "parallel, KV loop inside, deferred normalisation; backward dK/dV + dQ passes, GQA dK/dV "
+              "accumulated in a fixed order", modes=modes, options={"deterministic": True}, min_capability=(8, 0)),
+        _rung("triton-fa2-atomic", "fa2", {"triton-fa2"}, "triton-fa2 with GQA dK/dV added across the group's "
+              "query heads by atomics (one program per query head; order of additions not fixed)",
+              modes=modes, options={"deterministic": False}, min_capability=(8, 0)),
+    ]
