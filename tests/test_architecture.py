@@ -21,7 +21,8 @@ MAX_LINES = 400
 # Lowest first: a module imports only from its own layer or one below it. `model` (model steps, a
 # second job type of the runner) is not in ARCHITECTURE.md's list; it uses backends and measure and
 # is used by runner, report and cli, so it sits between measure and runner.
-LAYERS = ("workloads", "backends", "measure", "model", "runner", "store", "analysis", "report", "cli", "__main__")
+LAYERS = ("workloads", "backends", "measure", "model", "runner", "store", "selftest", "analysis", "report", "cli",
+          "__main__")
 # Importable from every layer; they import only one another (and the standard library).
 SHARED = ("status", "record", "procinfo", "__init__")
 
@@ -39,6 +40,7 @@ ALLOWED = {
     ("attnbench.runner.jobs", "attnbench.store.model_rows"),
     ("attnbench.runner.jobs_model", "attnbench.store.db"),
     ("attnbench.runner.jobs_model", "attnbench.store.model_rows"),
+    ("attnbench.runner.sink", "attnbench.store.counters"),  # issue 39: an attempt's counters row beside its row
     # record/attempts.py declares the workload columns from the workload axes (one declaration per axis), so the
     # shared record module stands on workloads rather than below it.
     ("attnbench.record.attempts", "attnbench.workloads.axes"),

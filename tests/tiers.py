@@ -77,6 +77,11 @@ FULL = {
     # ---- referee (issue 42.3): the comparison of a store's rows stays in the default tier
     "tests/test_referee.py::test_end_to_end_on_cpu_through_the_runner":
         "test_referee::test_verdicts_from_a_store_of_known_rows (the same comparison, fed a store of known rows)",
+    # ---- selftest (issue 42.1): the verdicts, the exit code and one class in process stay in the default tier
+    "tests/test_selftest.py::test_a_class_no_gate_catches_is_missed_and_the_command_fails":
+        "test_selftest::test_one_class_and_a_planted_one_in_process (the same kernels and judge, without workers)",
+    "tests/test_selftest.py::test_the_cpu_subset_through_the_real_command":
+        "test_selftest::test_one_class_and_a_planted_one_in_process",
 }
 
 

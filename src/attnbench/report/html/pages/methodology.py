@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ....status import ORDER
+from .. import selftest_block
 from ..context import Context
 from ..markup import MEANING, Col, e, note, page, table
 
@@ -63,4 +64,5 @@ def body(ctx: Context) -> str:
             + "</section>\n<section>\n<h2>Statuses</h2>\n"
             + table(ctx.table_id(), [Col("status", "status"), Col("meaning", "meaning", wrap=True)], statuses,
                     "Every attempt ends as exactly one of these")
-            + "</section>\n<section>\n<h2>Documentation</h2>\n" + docs + "</section>\n")
+            + "</section>\n" + selftest_block.block(ctx.data.dataset.paths, ctx.table_id)  # issue 42.1
+            + "<section>\n<h2>Documentation</h2>\n" + docs + "</section>\n")
