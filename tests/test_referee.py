@@ -293,3 +293,31 @@ def test_end_to_end_on_cpu_through_the_runner(tmp_path, cli):
 
     n = len(rows_of(db))
     assert cli(*argv).rc == 0 and len(rows_of(db)) == n  # resumed: nothing measured twice
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_a_published_decode_row_is_re_measured_on_this_gpu(tmp_path, cli):
+    """One small published-form decode row on the CUDA device: sdpa-cudnn's row is timed and judged against a
+    published GPU named as this one (cudnn-fe: timed, or refused with its reason when not installed)."""
+    import torch
+
+    lines = INFERENCE.read_text().splitlines()
+    row = lines[3].split(",")
+    cols = lines[0].split(",")
+    cells = dict(zip(cols, row))
+    cells.update(batch_size="1", kv_len="1024", num_q_heads="8", num_kv_heads="1", time_ms="0.01",
+                 gpu_name=torch.cuda.get_device_name())
+    f = tmp_path / "one.csv"
+    f.write_text(lines[0] + "\n" + ",".join(cells[c] for c in cols) + "\n")
+    out = tmp_path / "one.json"
+    res = cli("referee", f, "--device", "cuda", "--db", tmp_path / "r.sqlite", "--repeats", "1", "--max-time", "0.05",
+              "--json", out)
+    assert res.rc == 0, res.err
+    got = {c["backend"]: c for c in json.loads(out.read_text())["comparisons"]}
+    sdpa = got["sdpa-cudnn"]
+    assert sdpa["ours"]["status"] in ("OK", "UNSUPPORTED"), sdpa
+    if sdpa["ours"]["status"] == "OK":
+        assert sdpa["verdict"] in (AGREES, FASTER, SLOWER) and sdpa["ratio"] > 0
+        assert sdpa["workload"]["launch"] == "graph" and sdpa["workload"]["l2"] == "cold"
+    assert got["cudnn-fe"]["ours"]["status"] in ("OK", "UNSUPPORTED")

@@ -44,9 +44,10 @@ def table(comparisons: list[Comparison]) -> tuple[TextTable, list[str]]:
         mark = ""
         if c.amount_ratio is not None and abs(c.amount_ratio - 1) > CONVENTION_TOLERANCE:
             mark = "*"
-            stars.append(f"* row {p.row} {p.passname}: published {_fig(p.figure)} {p.unit} counts {c.amount_ratio:.3f}x "
-                 f"attnbench's {'bytes' if c.unit == 'GB/s' else 'FLOPs'} ({p.convention}); shown here in "
-                 "attnbench's model, from the published time")
+            what = "bytes" if c.unit == "GB/s" else "FLOPs"
+            stars.append(f"* row {p.row} {p.passname}: published {_fig(p.figure)} {p.unit} counts "
+                         f"{c.amount_ratio:.3f}x attnbench's {what} ({p.convention}); shown in attnbench's model, "
+                         "from the published time")
         published = f"{_fig(c.published_figure)}{mark} {unit}"
         if c.status == "OK":
             ours = f"{_fig(c.ours_figure)} [{_fig(c.ours_figure_lo)}-{_fig(c.ours_figure_hi)}]"
@@ -56,8 +57,36 @@ def table(comparisons: list[Comparison]) -> tuple[TextTable, list[str]]:
         ref = note(c.why if c.status == "OK" else f"{c.backend}: {c.why}") if c.verdict == CANNOT else ""
         if c.status == "OK":
             ref += "".join(note(d) for d in c.differences)
+            if c.held_back:
+                ref += note(f"{c.backend} row {p.row} {p.passname}: {c.held_back}")
         t.add(f"{p.row} {p.passname}", c.backend, published, ours, ratio, f"{c.verdict} {ref}".strip())
     return t, notes + [s for i, s in enumerate(stars) if s not in stars[:i]]
+
+
+def to_rich(t: TextTable):
+    """The table for a terminal: paddings collapsed and the verdict never folded, so 80 columns hold a row."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False)
+    for i, h in enumerate(t.headers):
+        last = i == len(t.headers) - 1
+        out.add_column(escape(h), justify="right" if i in t.right else "left", no_wrap=last,
+                       overflow="fold")
+    for r in t.rows:
+        out.add_row(*(escape(c) for c in r))
+    return out
+
+
+def conditions(comparisons: list[Comparison]) -> str | None:
+    """Our SM clock and power over the compared rows, as a range (the publishers state neither)."""
+    clocks = [c.clock_mhz for c in comparisons if c.clock_mhz]
+    power = [c.power_w for c in comparisons if c.power_w]
+    parts = [f"SM clock {min(clocks):.0f}-{max(clocks):.0f} MHz" if clocks else None,
+             f"board power {min(power):.0f}-{max(power):.0f} W" if power else None]
+    said = ", ".join(x for x in parts if x)
+    return f"here, while timed: {said} (the publisher states neither)" if said else None
 
 
 def legend(comparisons: list[Comparison]) -> list[str]:
@@ -84,6 +113,7 @@ def to_json(sheet: Sheet, comparisons: list[Comparison], source: str) -> dict:
                               "p95_ms": c.ours_hi_ms, "repeats": c.repeats, "device": c.device,
                               "figure": c.ours_figure, "figure_lo": c.ours_figure_lo, "figure_hi": c.ours_figure_hi,
                               "unit": c.unit},
-                     "ratio": c.ratio, "verdict": c.verdict, "why": c.why, "differences": c.differences})
+                     "ratio": c.ratio, "verdict": c.verdict, "why": c.why, "differences": c.differences,
+                     "clock_mhz": c.clock_mhz, "power_w": c.power_w, "held_back": c.held_back})
     return json_ready({"source": source, "format": sheet.fmt, "notes": sheet.notes, "refused": refusals(sheet),
                        "comparisons": rows})

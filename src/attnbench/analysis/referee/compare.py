@@ -39,7 +39,10 @@ class Comparison:
     ours_figure_lo: float | None = None
     ours_figure_hi: float | None = None
     amount_ratio: float | None = None  # publisher's FLOPs (bytes) / attnbench's for the same workload
-    differences: list[str] = field(default_factory=list)  # toolkit, clock and power facts of both sides
+    differences: list[str] = field(default_factory=list)  # toolkit facts of both sides, one line
+    clock_mhz: float | None = None  # our rows' median SM clock while timed (the publisher states none)
+    power_w: float | None = None  # ... and board power
+    held_back: str | None = None  # why our clock was held back, when a repeat says so (throttle, clock low)
 
 
 def verdict(published_ms: float, ours_ms: float, lo_ms: float, hi_ms: float,
@@ -107,6 +110,7 @@ def _one(p: Published, backend: str, mine: pd.DataFrame, line: pd.DataFrame) -> 
     return Comparison(p, backend, "OK", None, ours, lo, hi, int(ln["repeats"]), device, ratio, v, why,
                       ours_figure=amount / ours / scale, ours_figure_lo=amount / hi / scale,
                       ours_figure_hi=amount / lo / scale, differences=differences(p, ok),
+                      clock_mhz=_median(ok, "sm_clock_mhz"), power_w=_median(ok, "power_w"), held_back=held_back(ok),
                       **{k: base[k] for k in ("unit", "published_figure", "amount_ratio")})
 
 
@@ -129,21 +133,18 @@ def _first(rows: pd.DataFrame, col: str):
 
 
 def differences(p: Published, ok: pd.DataFrame) -> list[str]:
-    """The toolkit, clock and power facts known from both sides, each side said once."""
-    out = []
+    """The toolkit known from both sides, each side said once."""
     ours_cudnn = cudnn_version(_first(ok, "cudnn_version"))
     theirs = ", ".join(f"{k} {v}" for k, v in p.toolkit.items()) or "toolkit not stated"
     mine = [f"cuDNN {ours_cudnn}" if ours_cudnn else None, f"torch {_first(ok, 'torch_version')}"
             if _first(ok, "torch_version") else None,
             f"{ok['backend'].iloc[0]} {_first(ok, 'backend_version')}" if _first(ok, "backend_version") else None]
-    out.append(f"published: {theirs}; here: {', '.join(m for m in mine if m) or 'toolkit not recorded'}")
-    clock, power = _median(ok, "sm_clock_mhz"), _median(ok, "power_w")
-    cond = [f"SM {clock:.0f} MHz" if clock else None, f"{power:.0f} W" if power else None]
+    return [f"published: {theirs}; here: {', '.join(m for m in mine if m) or 'toolkit not recorded'}"]
+
+
+def held_back(ok: pd.DataFrame) -> str | None:
+    """Why our rows ran below full clock, when they say so: the throttle reasons, or a clock read low."""
     throttle = _first(ok, "throttle")
-    if throttle and str(throttle) not in ("0", "none", "[]"):
-        cond.append(f"throttle {throttle}")
-    if _median(ok, "clock_low"):
-        cond.append("clock below its maximum")
-    conds = ", ".join(c for c in cond if c)
-    out.append(f"clocks and power: not published; here {conds or 'not recorded'}")
-    return out
+    if throttle and str(throttle) not in ("0", "none", "[]", "{}"):
+        return f"throttled ({throttle})"
+    return "SM clock below its maximum while timed" if _median(ok, "clock_low") else None

@@ -3,6 +3,8 @@ optionally EPILOG and FORMATTER, add_arguments(parser) and run(args) -> int. Add
 module here plus one entry in COMMANDS."""
 from __future__ import annotations
 
-from . import advise, analyze, backends, compare, env, explain, export, import_, model, referee, report, run, selftest, show
+from . import (advise, analyze, backends, compare, env, explain, export, import_, model, referee, report, run, selftest,
+               show)
 
-COMMANDS = (run, selftest, backends, env, show, export, import_, analyze, compare, advise, model, report, explain, referee)
+COMMANDS = (run, selftest, backends, env, show, export, import_, analyze, compare, advise, model, report, explain,
+            referee)

@@ -146,8 +146,7 @@ def _empty():
 
 
 def _print(sheet, comparisons, path: Path) -> None:
-    from ...report.referee import legend, refusals, table
-    from ...report.texttable import to_rich
+    from ...report.referee import conditions, legend, refusals, table, to_rich
 
     c = console.out
     devices = sorted({x.device for x in comparisons if x.device})
@@ -168,7 +167,7 @@ def _print(sheet, comparisons, path: Path) -> None:
         return
     t, notes = table(comparisons)
     c.print(to_rich(t))
-    for line in legend(comparisons):
+    for line in legend(comparisons) + [x for x in [conditions(comparisons)] if x]:
         c.print(line, markup=False, highlight=False)
     for i, n in enumerate(notes, start=1):
         c.print(f"[{i}] {n}" if not n.startswith("*") else n, markup=False, highlight=False)
