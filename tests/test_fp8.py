@@ -182,6 +182,17 @@ def test_cudnn_fe_fp8_needs_hopper_and_refuses_an_unmapped_alignment():
         assert be.supports(ok, H100) is None, ok.label()
 
 
+def _mm8(a, b, sa: float, sb: float):
+    """a @ b of float8 (..., M, K) and (..., K, N) through torch._scaled_mm, one matrix at a time, float32 out."""
+    lead = a.shape[:-2]
+    a2, b2 = a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])
+    one = torch.tensor
+
+    out = [torch._scaled_mm(x.contiguous(), y.t().contiguous().t(), scale_a=one(sa), scale_b=one(sb),
+                            out_dtype=torch.float32) for x, y in zip(a2, b2)]
+    return torch.stack(out).reshape(*lead, a.shape[-2], b.shape[-1])
+
+
 def fake_cudnn_fp8(monkeypatch, *, ignore_mask: bool = False):
     """A cudnn module whose sdpa_fp8 graph computes the attention in float32 from the float8 tensors
     it is given (descaled, P quantized by scale_s, O scaled by scale_o), writing O in float8."""
@@ -218,18 +229,17 @@ def fake_cudnn_fp8(monkeypatch, *, ignore_mask: bool = False):
             assert stats not in pack  # is_inference: no stats tensor is bound
             sc = {n: pack[kw[n]].item() for n in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s",
                                                   "scale_o")}
-            q = pack[kw["q"]].float() * sc["descale_q"]
-            k = pack[kw["k"]].float() * sc["descale_k"]
-            v = pack[kw["v"]].float() * sc["descale_v"]
+            q, k, v = (pack[kw[n]] for n in "qkv")
             g = q.shape[1] // k.shape[1]
             k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-            s = q @ k.transpose(-1, -2) * kw["attn_scale"]
+            # float8 GEMMs (torch's _scaled_mm, as a float8 kernel's products), descaled as cuDNN does
+            s = _mm8(q, k.transpose(-1, -2), sc["descale_q"], sc["descale_k"]) * kw["attn_scale"]
             if kw["use_causal_mask"] and not ignore_mask:  # top-left
                 n, m = s.shape[-2:]
                 s = s.masked_fill(torch.ones(n, m, dtype=torch.bool).triu(1), float("-inf"))
             p = torch.softmax(s, -1)
-            p8 = (p * sc["scale_s"]).clamp(-FP8_MAX, FP8_MAX).to(F8).float()
-            o = (p8 @ v) * sc["descale_s"] * sc["scale_o"]
+            p8 = (p * sc["scale_s"]).clamp(-FP8_MAX, FP8_MAX).to(F8)
+            o = _mm8(p8, v, sc["descale_s"], sc["descale_v"]) * sc["scale_o"]
             pack[to].copy_(o.to(F8))
             pack[amax_s].fill_(p.max().item())
             pack[amax_o].fill_(o.abs().max().item())

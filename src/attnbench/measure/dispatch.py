@@ -333,3 +333,31 @@ def mismatch(expected: frozenset[str], observed: list[str], attention: frozenset
         return (f"declared {sorted(expected)} but undeclared kernels took {share:.0%} of {of} ({what}; "
                 f"more than {MATERIAL_SHARE:.0%}): the declared kernel did only part of the work")
     return None
+
+
+# issue 40: an FP8 row must show FP8 tensor-core work. cuDNN's SDPA kernels name their operand type
+# (cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_*: 16-bit, bf16 included), cuBLAS/CUTLASS
+# float8 GEMMs carry e4m3/e5m2 (sm90_xmma_gemm_e4m3e4m3_*), FlashAttention-3's float8 instantiations
+# float_e4m3_t; on CPU torch's float8 GEMM is the operator aten::_scaled_mm.
+FP8_MARKER = re.compile(r"e4m3|e5m2|fp8|f8(?![0-9])|float8|_scaled_mm", re.IGNORECASE)
+SIXTEEN_BIT_MARKER = re.compile(r"f16|bf16|fp16|half|s16816|h16816", re.IGNORECASE)
+
+
+def not_fp8(dtype: str, p: Probe, device: str) -> str | None:
+    """Why an fp8 row's probed kernels are not FP8 ones, or None. CPU: torch's float8 GEMM
+    (aten::_scaled_mm) must be among the operators. CUDA: no kernel carries a float8 marker while
+    one of the three that took the most time carries a 16-bit one (a name with neither marker is
+    not evidence either way: it passes, and dispatch_kernels shows it)."""
+    if not dtype.startswith("fp8") or p.status != "probed" or not p.kernels:
+        return None
+    marked = [k for k in p.kernels if FP8_MARKER.search(k)]
+    if marked:
+        return None
+    if not device.startswith("cuda"):
+        return (f"an {dtype} row without a float8 GEMM (aten::_scaled_mm) among its operators: its products "
+                f"ran in 16-bit or wider ({', '.join(p.kernels[:3])})")
+    wide = [k for k in p.kernels[:3] if SIXTEEN_BIT_MARKER.search(k)]
+    if wide:
+        return (f"an {dtype} row whose kernels ran in 16-bit ({wide[0]}); none carries a float8 marker "
+                "(e4m3/e5m2/fp8)")
+    return None

@@ -251,5 +251,6 @@ def _dispatch(a, probe, prefix: str) -> Decision | None:
         return None
     expected, side = a.expected(), a.side()
     why = (dispatch.mismatch(expected, probe.families, a.classifier.attention, probe, side)
-           or dispatch.elsewhere(probe, a.device))
+           or dispatch.elsewhere(probe, a.device)
+           or dispatch.not_fp8(a.w.dtype, probe, a.device))  # issue 40: an fp8 row's kernels ran in 16-bit
     return (Status.DISPATCH_MISMATCH, f"{prefix}{why}") if why else None
