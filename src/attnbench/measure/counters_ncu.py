@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .counters import METRICS, SETS, Unreadable
+from .counters_base import METRICS, SETS, Unreadable
 
 NCU_ENV = "ATTNBENCH_NCU"  # the ncu to run; default: ncu on PATH, else the CUDA toolkit's
 CANDIDATES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")

@@ -13,6 +13,7 @@ from ..analysis.sections.winners import ALL_SIDES
 from .analysis_text import (PAIR_NOTE, changes_table, correctness_table, dispatch_table, efficiency_table,
                             noise_floor_lines, outcomes_table, pairs_table, side_lines, sources_lines, transfer_table,
                             winners_table)
+from .mechanism_text import markdown as mechanism_markdown, terminal as mechanism_terminal
 from .texttable import to_markdown, to_rich
 
 MAX_CHANGES = 40  # changed workloads listed in the Markdown report; the JSON holds them all
@@ -36,7 +37,8 @@ def _pairs(a, names: dict) -> list:
 TERMINAL = {"sources": lambda a, names: ["\n".join(sources_lines(a, names))],  # with host_pace's note
             "winners": lambda a, names: [to_rich(winners_table(a, names))],
             "transfer": _transfer,
-            "pairs": _pairs}
+            "pairs": _pairs,
+            "mechanism": mechanism_terminal}  # issue 39
 
 
 def _sides(a) -> list[str]:
@@ -82,7 +84,8 @@ MARKDOWN = {"sources": lambda a: ["# attnbench analyze", "", *(f"- {x.strip()}" 
             "outcomes": lambda a: [to_markdown(outcomes_table(a))],
             "dispatch": lambda a: [to_markdown(dispatch_table(a))],
             "correctness": lambda a: [to_markdown(correctness_table(a))],
-            "efficiency": lambda a: [to_markdown(efficiency_table(a))]}
+            "efficiency": lambda a: [to_markdown(efficiency_table(a))],
+            "mechanism": mechanism_markdown}  # issue 39
 
 
 def terminal(a, width: int | None = None) -> list:

@@ -100,3 +100,38 @@ def with_counters(attempts, con):
         return attempts
     extra = extra[[c for c in extra.columns if c == "attempt_key" or c not in attempts.columns]]
     return attempts.merge(extra, on="attempt_key", how="left")
+
+
+def of_paths(paths: dict) -> "object | None":
+    """The counters frame (frame()) of every store among `paths` (label -> file; exports hold no counters
+    table), with its `label`; None when none has counters."""
+    import pandas as pd
+
+    from .db import Store
+
+    frames = []
+    for label, path in paths.items():
+        try:
+            with open(path, "rb") as f:
+                if f.read(16) != b"SQLite format 3\x00":
+                    continue
+            store = Store(path, create=False, readonly=True)
+        except (OSError, ValueError):
+            continue
+        try:
+            got = frame(store.con)
+        finally:
+            store.close()
+        if got is not None:
+            frames.append(got.assign(label=label))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def joined(attempts, paths: dict):
+    """The attempts frame (with `label`) with the counters of its stores joined by label and attempt_key
+    (unchanged when none has counters)."""
+    extra = of_paths(paths)
+    if extra is None or attempts is None or attempts.empty or "label" not in attempts.columns:
+        return attempts
+    extra = extra[[c for c in extra.columns if c in ("label", "attempt_key") or c not in attempts.columns]]
+    return attempts.merge(extra, on=["label", "attempt_key"], how="left")
