@@ -1,5 +1,18 @@
-"""The measured device ceilings each device model is judged against."""
+"""The measured device ceilings each device model is judged against, each line's share of them (the compute
+peak at its sampled SM clock, the read bandwidth), the off-roofline flag, and rows measured beside other work."""
 from __future__ import annotations
+
+import pandas as pd
+
+from ..measure.peaks import tflops_at
+
+# Off the roofline (docs/method/ceilings.md): a line below OFF_ROOF_PCT % of both its compute ceiling (the dense
+# peak at its sampled clock) and its bandwidth ceiling (measured read), while another backend on the same side,
+# device and workload is OFF_ROOF_FACTOR x faster. On the H200 the best kernels reach 60-75% of the clock peak
+# (prefill) or about the read ceiling (large-KV decode), so 20% of both is far from either; a 3x lead is beyond
+# what clocks (up to 13% between moments) or hosts (1.07-1.43x between lent H200 hosts) move.
+OFF_ROOF_PCT = 20.0
+OFF_ROOF_FACTOR = 3.0
 
 
 def ceilings_by_device(runs: list[dict]) -> dict[str, dict]:
@@ -9,4 +22,92 @@ def ceilings_by_device(runs: list[dict]) -> dict[str, dict]:
         c = (r.get("provenance") or {}).get("ceilings")
         if c and r.get("device_name"):
             out[r["device_name"]] = c
+    return out
+
+
+def _num(v) -> float | None:
+    return float(v) if v is not None and pd.notna(v) else None
+
+
+def shares(r: dict, c: dict) -> dict:
+    """A line's (median_us, flops, bytes, dtype, sm_clock_mhz) shares of its device's ceilings `c`: the compute
+    peak at its sampled clock (clock_peak_tflops, pct_clock_peak; NULL where the architecture or clock is
+    unknown) beside the datasheet figure (datasheet_tflops), the measured matmul's share (pct_matmul) and the
+    read ceiling's (pct_read: modelled bytes/s over read_gbps, the copy's where no read was measured)."""
+    med, flops, nbytes = _num(r.get("median_us")), _num(r.get("flops")), _num(r.get("bytes"))
+    rate = flops / (med * 1e-6) if flops and med else None
+    peak = tflops_at(c, r.get("dtype") or "", _num(r.get("sm_clock_mhz")))
+    sheet = tflops_at(c, r.get("dtype") or "", c.get("datasheet_clock_mhz"))
+    matmul, read = c.get(f"matmul_tflops_{r.get('dtype')}"), c.get("read_gbps") or c.get("copy_gbps")
+    return {"clock_peak_tflops": peak, "datasheet_tflops": sheet,
+            "pct_clock_peak": 100 * rate / (peak * 1e12) if rate and peak else None,
+            "pct_matmul": 100 * rate / (matmul * 1e12) if rate and matmul else None,
+            "pct_read": 100 * nbytes / (med * 1e-6) / (read * 1e9) if nbytes and med and read else None}
+
+
+def off_roofline(lines: pd.DataFrame, ceilings: dict) -> list[dict]:
+    """Lines far below both ceilings (compute: the clock peak, else the measured matmul; bandwidth: read) while
+    another backend on the same side, device and workload runs OFF_ROOF_FACTOR x faster: each named with the
+    fastest alternative, the lead and both shares. `ceilings[(label, device_name)]` as Basis holds them."""
+    if lines is None or lines.empty:
+        return []
+    if "role" in lines.columns:  # an accuracy reference is measured, not a contestant (nor an alternative)
+        lines = lines[lines["role"] != "accuracy_reference"]
+    keys = [k for k in ("side", "device_name", "workload_key") if k in lines.columns]
+    out = []
+    for _, g in lines.groupby(keys, sort=True, dropna=False):
+        if len(g) < 2:
+            continue
+        fastest = g.loc[g["median_us"].idxmin()]
+        for r in g.to_dict(orient="records"):
+            lead = r["median_us"] / fastest["median_us"] if fastest["median_us"] > 0 else None
+            if r["backend"] == fastest["backend"] or not lead or lead < OFF_ROOF_FACTOR:
+                continue
+            s = shares(r, ceilings.get((r.get("label"), r.get("device_name"))) or {})
+            compute = s["pct_clock_peak"] if s["pct_clock_peak"] is not None else s["pct_matmul"]
+            known = [v for v in (compute, s["pct_read"]) if v is not None]
+            if not known or max(known) >= OFF_ROOF_PCT:
+                continue
+            out.append({"side": r.get("side"), "device_name": r.get("device_name"), "mode": r.get("mode"),
+                        "workload_key": r.get("workload_key"), "batch": r.get("batch"), "q_len": r.get("q_len"),
+                        "kv_len": r.get("kv_len"), "dtype": r.get("dtype"), "launch": r.get("launch"),
+                        "backend": r["backend"], "median_us": r["median_us"], "pct_compute": compute,
+                        "pct_read": s["pct_read"], "faster": fastest["backend"],
+                        "faster_median_us": float(fastest["median_us"]), "lead": lead})
+    return sorted(out, key=lambda d: -d["lead"])
+
+
+def row_flags(ok: pd.DataFrame) -> dict:
+    """For `show`: OK rows measured while another process was on their GPU (gpu_shared) with those PIDs, and
+    OK rows above 100% of a ceiling (pct_peak_clock, pct_read), named rather than silent."""
+    def col(name):
+        return pd.to_numeric(ok[name], errors="coerce") if name in ok.columns else pd.Series(dtype=float)
+
+    shared = ok[col("gpu_shared").fillna(0) > 0] if len(ok) else ok
+    pids: set[str] = set()
+    for c in ("gpu_others_before", "gpu_others_after"):
+        for v in (shared[c].dropna() if c in shared.columns else ()):
+            pids.update(p for p in str(v).split(",") if p)
+    over_read = int((col("pct_read") > 100).sum())
+    pids_sorted = sorted(pids, key=lambda p: int(p) if p.isdigit() else 0)
+    return {"gpu_shared": {"rows": int(len(shared)), "pids": pids_sorted},
+            "over_ceiling": {"clock_peak": int((col("pct_peak_clock") > 100).sum()), "read": over_read,
+                             "max_pct_read": float(col("pct_read").max()) if over_read else None}}
+
+
+def flag_lines(overview: dict) -> list[str]:
+    """`show`'s lines for row_flags (none when nothing is flagged)."""
+    out = []
+    s = overview.get("gpu_shared") or {}
+    if s.get("rows"):
+        out.append(f"{s['rows']} OK rows were measured while another process was on their GPU (gpu_shared; PIDs "
+                   f"{', '.join(s['pids']) or '?'}): their times may include its work; run --exclusive refuses such a GPU")
+    o = overview.get("over_ceiling") or {}
+    if o.get("read"):
+        out.append(f"{o['read']} OK rows read faster than the measured read ceiling (pct_read up to "
+                   f"{o['max_pct_read']:.0f}%): a kernel streaming better than the reductions measured, below the "
+                   "DRAM's theoretical bandwidth (docs/method/ceilings.md)")
+    if o.get("clock_peak"):
+        out.append(f"{o['clock_peak']} OK rows above 100% of the dense peak at their sampled clock (pct_peak_clock; "
+                   "within the 5% the gate allows for the clock between readings)")
     return out

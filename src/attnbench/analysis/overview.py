@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .ceilings import row_flags
 from .stats import json_dict, json_list
 
 
@@ -80,6 +81,7 @@ def run_overview(df: pd.DataFrame, runs: list[dict]) -> dict:
     # graph samples the host was late to queue (dropped, not timed; measure/timing.py: GraphSampler)
     late = pd.to_numeric(ok.get("late_samples", pd.Series(dtype=float)), errors="coerce").fillna(0)
     out["late_samples"] = {"samples": int(late.sum()), "rows": int((late > 0).sum())}
+    out.update(row_flags(ok))  # OK rows beside other work on their GPU, or above a ceiling (analysis/ceilings.py)
     cv = repeat_cv(df) if len(df) else pd.Series(dtype=float)
     out["cv"] = _cv_stats(cv)
     # eager samples carry the host's launch cost, graph samples device time only: report them apart

@@ -82,14 +82,14 @@ def contests(lines: pd.DataFrame, contest_cols, include_references: bool = False
 
 def throughput(rows: pd.DataFrame, ceilings_of) -> pd.DataFrame:
     """`metric` (TFLOP/s, or modelled GB/s for decode), `value` and `pct_ceiling` (% of the measured
-    matmul rate of the row's dtype, or of the copy bandwidth for decode: a read-only kernel can exceed
-    it) of rows holding median_us, flops, bytes, mode and dtype; `ceilings_of(row)` gives the row's
-    device ceilings (a dict, empty when unknown)."""
+    matmul rate of the row's dtype, or for decode of the measured read bandwidth: the copy's, bytes read +
+    written, where a store has none) of rows holding median_us, flops, bytes, mode and
+    dtype; `ceilings_of(row)` gives the row's device ceilings (a dict, empty when unknown)."""
     metric, value, pct = [], [], []
     for r in rows.to_dict(orient="records"):
         c = ceilings_of(r) or {}
         if r["mode"] == "decode":
-            v, top, m = _per_s(r.get("bytes"), r["median_us"], 1e9), c.get("copy_gbps"), "GB/s"
+            v, top, m = _per_s(r.get("bytes"), r["median_us"], 1e9), c.get("read_gbps") or c.get("copy_gbps"), "GB/s"
         else:
             v, top, m = _per_s(r.get("flops"), r["median_us"], 1e12), c.get(f"matmul_tflops_{r['dtype']}"), "TFLOP/s"
         metric.append(m)

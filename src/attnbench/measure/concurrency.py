@@ -99,3 +99,22 @@ def busy(device: str) -> list[int]:
     say (the run is then not refused: a CPU device, no NVML)."""
     r = read(device, roots={os.getpid()}, holds_context=False)
     return r.get("pids", [])
+
+
+def refusal(devices: list[str]) -> str | None:
+    """`run --exclusive`'s one line when another process is on one of `devices`' GPUs, naming its PIDs (and
+    their commands where /proc shows them); None when every GPU is free or NVML cannot say."""
+    busy_on = {d: busy(d) for d in devices if d.startswith("cuda")}
+    named = [f"{d}: PID " + ", ".join(f"{p}{_command(p)}" for p in pids) for d, pids in busy_on.items() if pids]
+    if not named:
+        return None
+    return ("--exclusive: the GPU is busy with other processes (" + "; ".join(named)
+            + "); wait for them to end or run without --exclusive (their rows are then flagged gpu_shared)")
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f" ({f.read().strip()})"
+    except OSError:
+        return ""

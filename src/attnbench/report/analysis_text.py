@@ -152,13 +152,36 @@ def correctness_table(a) -> TextTable:
 
 
 def efficiency_table(a) -> TextTable:
-    t = TextTable("Efficiency of the winners (% of the measured ceiling; roofline from the FLOP/byte model)",
-                  ["side", "mode", "winners", "metric", "median % ceiling", "median % roofline", "memory-bound"],
-                  right=frozenset({2, 4, 5, 6}))
+    t = TextTable("Efficiency of the winners (% of the measured ceiling; % of the dense peak at the sampled SM "
+                  "clock; roofline from the FLOP/byte model)",
+                  ["side", "mode", "winners", "metric", "median % ceiling", "median % clock peak",
+                   "median % roofline", "memory-bound"], right=frozenset({2, 4, 5, 6, 7}))
     for r in a.efficiency.summary:
         t.add(r.side, _mode(r.mode), r.winners, r.metric, num(r.median_pct_ceiling, ".0f"),
-              num(r.median_roofline_pct, ".0f"), r.memory_bound)
+              num(r.median_pct_clock_peak, ".0f"), num(r.median_roofline_pct, ".0f"), r.memory_bound)
     return t
+
+
+def off_roofline_lines(a, most: int = 10) -> list[str]:
+    """Lines off the roofline (analysis/ceilings.py: far below both ceilings while another backend is far
+    faster on the same workload), each with its faster alternative; rows measured beside other GPU work."""
+    from ..analysis.ceilings import OFF_ROOF_FACTOR, OFF_ROOF_PCT
+
+    eff = a.efficiency
+    out = []
+    rows = list(eff.off_roofline)
+    if rows:
+        out.append(f"Off the roofline (below {OFF_ROOF_PCT:g}% of both the clock peak and the read ceiling, while "
+                   f"another backend is >= {OFF_ROOF_FACTOR:g}x faster on the same workload):")
+        for r in rows[:most]:
+            out.append(f"  {r['side']}: {r['backend']} {_mode(r['mode'])} B{r['batch']} Nq{r['q_len']} "
+                       f"Nkv{r['kv_len']} {r['dtype']} {r['launch']}: {num(r['pct_compute'], '.1f')}% compute, "
+                       f"{num(r['pct_read'], '.1f')}% read; {r['faster']} is {r['lead']:.1f}x faster")
+        if len(rows) > most:
+            out.append(f"  ... and {len(rows) - most} more (--json: efficiency.off_roofline)")
+    for side, n in sorted((eff.shared or {}).items()):
+        out.append(f"{side}: {n} OK rows measured while another process was on their GPU (gpu_shared)")
+    return out
 
 
 def side_lines(a) -> list[str]:

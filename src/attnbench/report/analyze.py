@@ -11,8 +11,8 @@ from rich.text import Text
 
 from ..analysis.sections.winners import ALL_SIDES
 from .analysis_text import (PAIR_NOTE, changes_table, correctness_table, dispatch_table, efficiency_table,
-                            noise_floor_lines, outcomes_table, pairs_table, side_lines, sources_lines, transfer_table,
-                            winners_table)
+                            noise_floor_lines, off_roofline_lines, outcomes_table, pairs_table, side_lines,
+                            sources_lines, transfer_table, winners_table)
 from .mechanism_text import markdown as mechanism_markdown, terminal as mechanism_terminal
 from .texttable import to_markdown, to_rich
 
@@ -38,6 +38,7 @@ TERMINAL = {"sources": lambda a, names: ["\n".join(sources_lines(a, names))],  #
             "winners": lambda a, names: [to_rich(winners_table(a, names))],
             "transfer": _transfer,
             "pairs": _pairs,
+            "efficiency": lambda a, names: off_roofline_lines(a),  # issue 39.4-39.5
             "mechanism": mechanism_terminal}  # issue 39
 
 
@@ -84,7 +85,7 @@ MARKDOWN = {"sources": lambda a: ["# attnbench analyze", "", *(f"- {x.strip()}" 
             "outcomes": lambda a: [to_markdown(outcomes_table(a))],
             "dispatch": lambda a: [to_markdown(dispatch_table(a))],
             "correctness": lambda a: [to_markdown(correctness_table(a))],
-            "efficiency": lambda a: [to_markdown(efficiency_table(a))],
+            "efficiency": lambda a: [to_markdown(efficiency_table(a)), *(f"{x}\n" for x in off_roofline_lines(a))],
             "mechanism": mechanism_markdown}  # issue 39
 
 

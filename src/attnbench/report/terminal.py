@@ -6,6 +6,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from ..analysis.ceilings import flag_lines
 from ..analysis.overview import on_devices
 from .columns import ALWAYS, workload_columns
 
@@ -58,8 +59,9 @@ def names_a_kernel(best: pd.DataFrame) -> bool:
 
 WIDE_COLUMNS = 160  # a terminal at least this wide gets every column; narrower ones the compact table
 CEILING_NOTE = {
-    "decode": "% ceiling of decode rows is of the copy bandwidth (bytes read + written); a kernel that only "
-              "reads can exceed 100%",
+    "decode": "% ceiling of decode rows is of the measured read bandwidth (the fastest of three reductions; "
+              "the copy's, bytes read + written, where a store has none): a kernel streaming better can exceed "
+              "100%, up to the DRAM's theoretical bandwidth (runner/gates.py)",
     "cpu": "% ceiling on a CPU is of one 512^3 matmul per dtype, a rough figure: a kernel computing in a "
            "faster precision than its inputs can exceed it",
 }
@@ -293,6 +295,7 @@ def show(best: pd.DataFrame, overview: dict, counts: pd.DataFrame | None, source
             parts.append(f"{late['samples']} graph samples in {late['rows']} OK rows were dropped, not timed: the "
                          "device reached them before the host had queued them (late_samples; "
                          "docs/methodology.md 4.4)")
+    parts.extend(escape(x) for x in flag_lines(overview))  # issue 39.4-39.5: beside other work, above a ceiling
     return parts
 
 

@@ -1,5 +1,6 @@
-"""Section `efficiency`: each winner's share of the measured ceiling and of the roofline, and a summary per
-side and mode."""
+"""Section `efficiency`: each winner's share of the measured ceiling, of the compute peak at its sampled clock and
+of the roofline, a summary per side and mode, and the lines off the roofline (far below both ceilings while
+another backend is far faster on the same workload)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -7,6 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from ..ceilings import off_roofline, shares
 from ..frames import records
 from ..winners import throughput
 from .basis import Basis
@@ -27,36 +29,44 @@ class ModeSummary:
     median_pct_ceiling: float | None
     median_roofline_pct: float | None
     memory_bound: int  # winners left of the ridge
+    median_pct_clock_peak: float | None = None  # of the dense peak at the sampled SM clock (analysis/ceilings.py)
 
 
 @dataclass(frozen=True)
 class Efficiency:
     """`summary`: per side and mode; `rows`: per contest winner (efficiency_rows: its throughput, % of
-    ceiling, intensity, ridge, bound and % of roofline beside the contest's columns)."""
+    ceiling, shares of the clock peak and read ceiling, intensity, ridge, bound and % of roofline beside the
+    contest's columns); `off_roofline`: lines far below both ceilings with their faster alternative."""
 
     summary: list[ModeSummary]
     rows: list[dict]
+    off_roofline: list[dict] = ()
+    shared: dict = None  # side -> OK rows measured while another process was on their GPU (gpu_shared)
 
     def to_json(self) -> dict:
-        return {"summary": [asdict(s) for s in self.summary], "rows": self.rows}
+        return {"summary": [asdict(s) for s in self.summary], "rows": self.rows,
+                "off_roofline": list(self.off_roofline), "shared": dict(self.shared or {})}
 
 
 def efficiency_rows(won: pd.DataFrame, ceilings: dict) -> list[dict]:
-    """Per contest winner: throughput and % of the measured ceiling (winners.throughput), and its
+    """Per contest winner: throughput and % of the measured ceiling (winners.throughput), its shares of
+    the compute peak at its sampled clock and of the read ceiling (analysis/ceilings.shares), and its
     position on the roofline of its device: arithmetic intensity = modelled FLOP ÷ modelled byte, the
-    ridge = matmul FLOP/s ÷ copy bytes/s, `bound` memory or compute by which side of the ridge it is,
-    and `roofline_pct` = achieved FLOP/s ÷ min(matmul rate, intensity × copy bandwidth).
+    ridge = matmul FLOP/s ÷ read bytes/s (the copy's where no read was measured), `bound` memory or
+    compute by which side of the ridge it is, and `roofline_pct` = achieved FLOP/s ÷ min(matmul rate, intensity × read bandwidth).
     `ceilings[(label, device_name)]` are the runs' measured ceilings (runs.provenance "ceilings")."""
     if won.empty:
         return []
     rows = won[["side", "label", "device_name", "match", "workload_key", "mode", "batch", "q_len", "kv_len",
                 "q_heads", "kv_heads", "head_dim", "dtype", "causal", "launch", "backend", "median_us", "flops",
-                "bytes", "host_bound", "clock_low"]]
+                "bytes", "host_bound", "clock_low"]
+               + (["sm_clock_mhz"] if "sm_clock_mhz" in won.columns else [])]
     rows = throughput(rows, lambda r: ceilings.get((r["label"], r["device_name"])))
     out = []
     for r in rows.to_dict(orient="records"):
         c = ceilings.get((r["label"], r["device_name"])) or {}
-        peak, bw = c.get(f"matmul_tflops_{r['dtype']}"), c.get("copy_gbps")
+        peak, bw = c.get(f"matmul_tflops_{r['dtype']}"), c.get("read_gbps") or c.get("copy_gbps")
+        r.update(shares(r, c))
         flops, nbytes = r["flops"], r["bytes"]
         intensity = flops / nbytes if nbytes and pd.notna(nbytes) and nbytes > 0 else None
         ridge = peak * 1e12 / (bw * 1e9) if peak and bw else None
@@ -79,12 +89,23 @@ def summary(rows: list[dict]) -> list[ModeSummary]:
     for (side, mode), g in f.groupby(["side", "mode"], sort=True):
         pct = pd.to_numeric(g["pct_ceiling"], errors="coerce").dropna()
         roof = pd.to_numeric(g["roofline_pct"], errors="coerce").dropna()
+        clock = pd.to_numeric(g.get("pct_clock_peak", pd.Series(dtype=float)), errors="coerce").dropna()
         out.append(ModeSummary(side, mode, int(len(g)), int(len(pct)), g["metric"].iloc[0],
                                number(pct.median() if len(pct) else np.nan),
-                               number(roof.median() if len(roof) else np.nan), int((g["bound"] == "memory").sum())))
+                               number(roof.median() if len(roof) else np.nan), int((g["bound"] == "memory").sum()),
+                               number(clock.median() if len(clock) else np.nan)))
     return out
 
 
 def compute(b: Basis, done: dict) -> Efficiency:
     rows = efficiency_rows(b.won, b.ceilings)
-    return Efficiency(summary(rows), rows)
+    return Efficiency(summary(rows), rows, off_roofline(b.lines, b.ceilings), shared_rows(b.df))
+
+
+def shared_rows(df: pd.DataFrame) -> dict:
+    """Per side: OK rows measured while another process was on their GPU (gpu_shared; none: not listed)."""
+    if df.empty or "gpu_shared" not in df.columns:
+        return {}
+    flag = pd.to_numeric(df["gpu_shared"], errors="coerce").fillna(0) > 0
+    hit = df[(df["status"] == "OK") & flag]
+    return {str(k): int(v) for k, v in hit.groupby("side").size().items()}

@@ -86,6 +86,9 @@ def add_arguments(r) -> None:
                         "converged (more samples of the same block; the budget grows to 2·S if smaller). Default: "
                         "none, the rule stops at convergence. Longer windows see sustained clocks and power, and "
                         "make the sweep's wall mostly samples (docs/methodology.md 4.5)")
+    r.add_argument("--exclusive", action="store_true",
+                   help="refuse to start (exit 2, naming the PIDs) while another process is on the run's GPU "
+                        "(NVML); without it such rows are measured and flagged gpu_shared (docs/method/ceilings.md)")
     r.add_argument("--strict-isolation", action="store_true",
                    help="a fresh process for every attempt of compile-based backends (slower; default: "
                         "one process per backend and repeat, compiler state reset before each attempt)")
@@ -125,6 +128,12 @@ def run(args) -> int:
         min_time_s=args.min_time, db=args.db, tag=args.tag, seed=args.seed, inputs=args.inputs, plugins=args.plugin,
         strict_isolation=args.strict_isolation, dry_run=args.dry_run, log_level=_worker_log_level(args.verbose),
         compile_cache=args.compile_cache, counters=args.counters)
+    if args.exclusive:  # issue 39.5: nothing else on the run's GPUs, asked before anything starts
+        from ...measure.concurrency import refusal
+
+        why = refusal([d.torch_device for d in options.target.devices or ()] or [options.device])
+        if why:
+            raise UsageError(why)
     if args.grid is None and args.config is None:
         args.grid = "smoke" if options.device == "cpu" else "quick"
     grid_name, workloads = select_workloads(args)

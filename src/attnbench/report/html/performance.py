@@ -37,9 +37,10 @@ def _perf_figure(ctx: Context, key: dict, lines: pd.DataFrame, decode: bool) -> 
         return note("Each batch of this slice has a single length: no line to draw; its numbers are in the "
                     "table below.")
     c = ctx.data.ceilings.get((key["label"], key["device_name"])) or {}
-    ceiling = c.get("copy_gbps") if decode else c.get(f"matmul_tflops_{key['dtype']}")
+    read = c.get("read_gbps")  # read-only bandwidth (decode only reads); the copy's where a store has none
+    ceiling = (read or c.get("copy_gbps")) if decode else c.get(f"matmul_tflops_{key['dtype']}")
     metric = "GB/s" if decode else "TFLOP/s"
-    name = "measured copy bandwidth" if decode else f"measured {key['dtype']} matmul"
+    name = (f"measured {'read' if read else 'copy'} bandwidth" if decode else f"measured {key['dtype']} matmul")
     panels = ["time", "throughput"] + ([] if decode or lines["peak_mem_mib"].isna().all() else ["memory"])
     x_label = "KV-cache length Nkv" if decode else ("sequence length N (Nq = Nkv)" if key["square"] else "Nkv")
     what = "Decode step time and effective KV bandwidth" if decode else \
@@ -48,7 +49,8 @@ def _perf_figure(ctx: Context, key: dict, lines: pd.DataFrame, decode: bool) -> 
     data = lines[[c for c in PERF_COLS if c in lines.columns]].sort_values(["batch", "backend", "kv_len"])
     fig = perf_lines(data, panels, metric, ceiling, name, x_label, title, ctx.data.colors)
     model = ("bytes = 2·B·Hkv·N·D·s for the cache plus Q and O, over the median time (a model, not a profiler "
-             "reading); the ceiling is a device-to-device copy, which a read-only kernel can exceed"
+             "reading); the ceiling is the measured read-only bandwidth (the fastest of three reductions), which a "
+             "kernel streaming better can exceed, up to the DRAM's theoretical bandwidth"
              if decode else
              "FLOP model 2·B·Hq·P·(D + Dv) over the median time, P the unmasked pairs; fwd+bwd 3.5× the forward")
     lo, hi = int(lines["repeats"].min()), int(lines["repeats"].max())
@@ -145,7 +147,7 @@ def page_body(ctx: Context, decode: bool) -> str:
     modes = ("decode",) if decode else ("prefill", "train_fwd", "train_fwd_bwd")
     found = slices(ctx.data, modes)
     intro = ("Single-token decode against a KV cache: step time and the effective bandwidth of the modelled KV "
-             "traffic, with the device's measured copy bandwidth as the ceiling; the fastest backend per batch × "
+             "traffic, with the device's measured read bandwidth as the ceiling; the fastest backend per batch × "
              "KV length." if decode else
              f"Prefill (forward without grad) and training (forward, forward+backward): latency, TFLOP/s against "
              f"the measured matmul ceiling and peak memory against sequence length, and speedups over "
