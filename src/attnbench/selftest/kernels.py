@@ -6,6 +6,7 @@ must look: its values, its kernels, its clock or the work the timer sees."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -23,12 +24,21 @@ def _w(mode, b, nq, nkv, hq, hkv, d, dtype, **kw) -> Workload:
                     dtype=dtype, **kw)
 
 
+# issue 42.2: a workload whose timed calls each see new input values (the fresh_inputs axis, where this build has
+# it); the cache classes run with it, as a sweep that sets it does
+FRESH = "fresh_inputs" in {f.name for f in dataclasses.fields(Workload)}
+
+
+def _fresh(w: Workload) -> Workload:
+    return dataclasses.replace(w, fresh_inputs=True) if FRESH else w
+
+
 # One workload per class and device, tiny: the selftest's time is start-up and gates, not the kernels.
 CPU = {
     "prefill": _w("prefill", 1, 128, 128, 2, 2, 32, "fp32"),
     # so small that a memo's answer stays under the ceiling gate's 10x margin even on a slow, loaded host (the
     # cases that were stored OK were tiny): what catches these must be the inputs changing, not the ceiling
-    "cached": _w("prefill", 1, 32, 32, 2, 2, 16, "fp32"),
+    "cached": _fresh(_w("prefill", 1, 32, 32, 2, 2, 16, "fp32")),
     "decode": _w("decode", 2, 1, 256, 2, 1, 32, "fp32"),
     "gqa": _w("prefill", 1, 128, 128, 8, 4, 32, "fp32"),  # four KV groups: one on the declared path is a quarter
     "train": _w("train_fwd_bwd", 1, 64, 64, 2, 2, 16, "fp32", causal=True),
@@ -38,7 +48,7 @@ CUDA = {
     # work a stream of its own hides must dwarf a launch (tests/test_gpu.py HIDDEN: the probe's trace says so)
     "hidden": _w("prefill", 4, 4096, 4096, 32, 32, 128, "bf16", causal=True),
     "graph": _w("decode", 32, 1, 16384, 32, 8, 128, "bf16", launch="graph"),
-    "cached": _w("prefill", 1, 1024, 1024, 8, 8, 64, "bf16"),  # 2 GFLOP: a memo hit stays under the ceiling gate
+    "cached": _fresh(_w("prefill", 1, 1024, 1024, 8, 8, 64, "bf16")),  # 2 GFLOP: a memo hit stays under the ceiling
     "decode": _w("decode", 8, 1, 4096, 16, 4, 128, "bf16"),
     "gqa": _w("prefill", 1, 1024, 1024, 8, 4, 64, "bf16"),
     "train": _w("train_fwd_bwd", 1, 1024, 1024, 8, 8, 64, "bf16", causal=True),
@@ -134,15 +144,21 @@ class CachedByVersion(Pinned):
 
     def prepare(self, w, inputs):
         memo: dict = {}
-        count = self.__dict__["count"] = {"calls": 0, "hits": 0}
+        # calls, memo answers, and the longest run of consecutive calls that did the work: the timed calls are one
+        # run of calls, so they were computed only if some run of computed calls is as long as they are
+        count = self.__dict__["count"] = {"calls": 0, "hits": 0, "longest_computed": 0}
+        run = [0]
 
         def fn():
             count["calls"] += 1
             key = self.key(inputs)
             if key in memo:
                 count["hits"] += 1
+                run[0] = 0
                 self.hit(w, inputs)
                 return memo[key]
+            run[0] += 1
+            count["longest_computed"] = max(count["longest_computed"], run[0])
             if len(memo) >= self.ENTRIES:
                 memo.pop(next(iter(memo)))
             memo[key] = out = from_bhnd(self.fused(w, inputs), w.layout)
@@ -266,7 +282,7 @@ class Unwritten(Pinned):
 
 
 class WrongGrad(Pinned):
-    """Right forward values; the gradient reaching K is 5 % too large (a backward bug the forward never shows)."""
+    """Right forward values; the gradient reaching K is 20 % too large (beyond any bf16 tolerance) (a backward bug the forward never shows)."""
 
     def prepare(self, w, inputs):
         import torch
@@ -278,7 +294,7 @@ class WrongGrad(Pinned):
 
             @staticmethod
             def backward(ctx, g):
-                return g * 1.05
+                return g * 1.2
 
         return lambda: self.math(w, inputs, k=ScaleGrad.apply(to_bhnd(inputs.k, w.layout)))
 

@@ -3,8 +3,6 @@ into a temporary store; one verdict per class."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import inspect
 import os
 import platform
 import tempfile
@@ -30,7 +28,7 @@ class Result:
     skipped: list[Case]  # the classes this device cannot mean, each with its reason
     control: str  # the honest kernel's status and reason
     wall_s: float
-    fresh_inputs: bool  # whether the run gave every timed call fresh input values
+    fresh_inputs: bool  # whether the cache classes' timed calls saw fresh input values (issue 42.2's axis)
     versions: dict = field(default_factory=dict)
 
     @property
@@ -51,27 +49,15 @@ class Result:
                 "gpu_only": [{"class": c.name, "why": c.gpu_only} for c in self.skipped]}
 
 
-def _accepts(obj, name: str) -> bool:
-    """Whether a request type or options function takes `name` (the fresh-inputs option where this build has it)."""
-    if dataclasses.is_dataclass(obj):
-        return name in {f.name for f in dataclasses.fields(obj)}
-    return name in inspect.signature(obj).parameters
-
-
-def fresh_inputs_available() -> bool:
-    return _accepts(RunRequest, "fresh_inputs") or _accepts(run_options, "fresh_inputs")
-
-
 def run(device: str | None = None, timeout_s: float = 120.0, seed: int = 0, only: list[str] | None = None,
         observer=None) -> Result:
     """Every class the device can mean (or those named in `only`), through the normal gates in the normal workers;
     the attempts' store is temporary (the selftest's rows are no sweep's)."""
     began = time.monotonic()
-    fresh = {"fresh_inputs": True}
     with tempfile.TemporaryDirectory(prefix="attnbench-selftest-") as tmp:
         db = Path(tmp) / "selftest.sqlite"
         options = run_options(device=device, db=str(db), repeats=1, timeout_s=timeout_s, seed=seed,
-                              plugins=[KERNELS], **(fresh if _accepts(run_options, "fresh_inputs") else {}))
+                              plugins=[KERNELS])
         dtype = "cuda" if options.device.startswith("cuda") else "cpu"
         cases = [c for c in cases_for(dtype) if not only or c.name in only]
         table = kernels.CUDA if dtype == "cuda" else kernels.CPU
@@ -79,8 +65,7 @@ def run(device: str | None = None, timeout_s: float = 120.0, seed: int = 0, only
         backends = _backends(controls + [c.backend for c in cases])
         workloads = list(dict.fromkeys(w for b in backends for w in b.only if w in table.values()))
         req = RunRequest(options.label, workloads, backends, 1, "selftest", seed, "normal", "selftest",
-                         f"attnbench selftest --device {options.device}",
-                         **(fresh if _accepts(RunRequest, "fresh_inputs") else {}))
+                         f"attnbench selftest --device {options.device}")
         ledger = Path(tmp) / "ledger.jsonl"
         session = RunSession(options.db, Path(options.log_path), options.cache)
         try:
@@ -102,7 +87,7 @@ def run(device: str | None = None, timeout_s: float = 120.0, seed: int = 0, only
     shown = _controls(rows, controls)
     skipped = [c for c in CASES if dtype not in c.devices and (not only or c.name in only)]
     return Result(options.device, device_name, verdicts, skipped, shown, time.monotonic() - began,
-                  fresh_inputs_available(), versions)
+                  kernels.FRESH, versions)
 
 
 def _controls(rows: dict, names: list[str]) -> str:

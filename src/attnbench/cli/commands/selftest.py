@@ -72,7 +72,7 @@ def _print(result) -> None:
     width = max((len(v.case) for v in result.verdicts), default=10)
     o = console.out
     o.print(f"selftest on {escape(result.device)} ({escape(result.device_name or '?')}); fresh inputs "
-            f"{'on' if result.fresh_inputs else 'not available in this build'}", soft_wrap=True)
+            f"{'on for the cache classes' if result.fresh_inputs else 'not in this build (the cache classes run without)'}", soft_wrap=True)
     for v in result.verdicts:
         mark = "[green]caught[/]" if v.caught else "[bold red]" + ("MISSED" if v.shown == "MISSED" else "NOT RUN") + "[/]"
         shown = f"as {v.shown}" if v.caught else (v.status or "no row")
