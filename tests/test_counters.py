@@ -288,3 +288,28 @@ def test_gpu_large_kv_decode_is_memory_bound_and_reads_the_modelled_bytes():
 
 def test_fixture_is_plain_text():
     assert os.path.getsize(FIXTURE) < 8000 and FIXTURE.read_text().count("\n") == 8
+
+
+def test_the_replay_rebuilds_the_step_and_calls_it_inside_the_range(tmp_path, monkeypatch, capsys):
+    """The replay entry point on CPU (the range calls recorded instead of NVTX's): a plugin backend's step is
+    rebuilt from the attempt's message and called once inside the range; a backend it cannot find is one line."""
+    import json
+
+    import torch
+
+    from attnbench.measure import counters_replay
+    from attnbench.workloads import Workload
+
+    seen = []
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: seen.append(("push", name)))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: seen.append(("pop",)))
+    w = Workload(mode="prefill", batch=1, q_len=64, kv_len=64, q_heads=2, kv_heads=2, head_dim=16, head_dim_v=16,
+                 dtype="fp32", causal=False)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"backend": "fake-good", "workload": w.to_dict(), "device": "cpu", "seed": 0,
+                                "plugins": [FAKES]}))
+    assert counters_replay.main([str(spec)]) == 0
+    assert seen == [("push", counters_ncu.RANGE), ("pop",)]
+    spec.write_text(json.dumps({"backend": "nobody", "workload": w.to_dict(), "device": "cpu"}))
+    assert counters_replay.main([str(spec)]) == 3
+    assert "==REPLAY-ERROR== LookupError: no backend named 'nobody'" in capsys.readouterr().err
