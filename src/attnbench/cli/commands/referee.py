@@ -15,7 +15,7 @@ DESCRIPTION = ("Read published results (cudnn-frontend's training or inference C
                "output, tritonbench's flash_attention CSV), map each row to a workload and attnbench backends "
                "(refusing, with the reason, what cannot be mapped), measure those workloads here through the normal "
                "runner into a store (running it again resumes), and print per row the published figure, ours with "
-               "its p5-p95 interval, the ratio and a verdict: agrees (within 10 %% and overlapping), faster here, "
+               "its p5-p95 interval, the ratio and a verdict: agrees (within 10 % and overlapping), faster here, "
                "slower here, or cannot compare (another or an unstated GPU, no row of ours). Rules: "
                "docs/method/referee.md.")
 DEFAULT_DB = "referee.sqlite"
