@@ -28,8 +28,8 @@ PREFILL = Workload(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_h
 DECODE = Workload(mode="decode", batch=1, q_len=1, kv_len=64, q_heads=2, kv_heads=1, head_dim=16, head_dim_v=16,
                   dtype="fp32")
 FAST = dict(warmup_s=0.0, min_samples=3, max_samples=5, max_time_s=0.05)
-NVML = {"sm_clock_mhz": 1980.0, "sm_clock_min_mhz": 1965.0, "clock_low": False, "clock_samples": 4,
-        "mem_clock_mhz": 3201.0, "temp_c": 41.0, "power_w": 312.5, "throttle": "none"}
+NVML = {"sm_clock_mhz": 1980.0, "sm_clock_min_mhz": 1965.0, "sm_clock_max_mhz": 1980.0, "clock_low": False,
+        "clock_samples": 4, "mem_clock_mhz": 3201.0, "temp_c": 41.0, "power_w": 312.5, "throttle": "none"}
 
 
 class FakeTelemetry:
@@ -83,7 +83,11 @@ def test_every_measured_value_reaches_the_store(w, monkeypatch, tmp_path):
         if value is None:
             # OK has no reason; CPU has no allocator statistics or kernel time; GEMMs are no attention family
             assert name in ("reason", "peak_mem_bytes", "rel_err", "dispatch_attention_family", "kernel_us",
-                            "kernel_calls_us", "trend", "kernel_config"), name  # trend: too few samples at this budget
+                            "kernel_calls_us", "trend",  # trend: too few samples at this budget
+                            "kernel_config",  # the fake chooses no launch config
+                            # CPU: no NVML, which gpu_others_why says
+                            "gpu_others_before", "gpu_others_after", "gpu_util_before", "gpu_util_after",
+                            "gpu_shared"), name
             continue
         assert row[name] is not None, f"{name} was measured but not stored"
         assert row[name] == (int(value) if isinstance(value, bool) else value), name
@@ -202,7 +206,8 @@ def test_a_spawned_sweep_stores_every_measured_column(tmp_path):
     (row,) = rows_of(db)
     assert row["status"] == "OK"
     on_cpu_absent = {"peak_mem_bytes", "rel_err", "dispatch_attention_family", "kernel_us", "kernel_calls_us",
-                     "trend"} | {"kernel_config"}  # the fake chooses no launch config | set(NVML)
+                     "trend", "kernel_config"} | set(NVML) | {  # the fake chooses no launch config
+        "gpu_others_before", "gpu_others_after", "gpu_util_before", "gpu_util_after", "gpu_shared"}  # CPU: no NVML
     for name in record.names_from(record.ATTEMPT) - on_cpu_absent - {"reason"}:
         assert row[name] is not None, name
     assert json.loads(row["phases_s"]).keys() == {"inputs", "prepare", "cold_call", "check", "probe", "memory",

@@ -81,7 +81,8 @@ def row_flags(ok: pd.DataFrame) -> dict:
     """For `show`: OK rows measured while another process was on their GPU (gpu_shared) with those PIDs, and
     OK rows above 100% of a ceiling (pct_peak_clock, pct_read), named rather than silent."""
     def col(name):
-        return pd.to_numeric(ok[name], errors="coerce") if name in ok.columns else pd.Series(dtype=float)
+        return pd.to_numeric(ok[name], errors="coerce") if name in ok.columns else pd.Series(float("nan"),
+                                                                                               index=ok.index)
 
     shared = ok[col("gpu_shared").fillna(0) > 0] if len(ok) else ok
     pids: set[str] = set()

@@ -134,10 +134,32 @@ _KERNEL_CONFIG = [
                               "sizes, warps, stages per kernel, how many candidates were timed; autotuning is "
                               "cold-start cost); NULL for a backend that chooses none", ATTEMPT, RAN),
 ]
+# issue 39.4-39.5 (ceilings a row cannot exceed; unrelated concurrent work): measure/peaks.py, measure/concurrency.py
+_CEILINGS_CONCURRENCY = [
+    _c("sm_clock_max_mhz", float, "highest SM clock read over the timed window (NVML): the clock peak's clock",
+       ATTEMPT, TIMED),
+    _c("peak_tflops_clock", float, "dense tensor peak of the row's dtype at sm_clock_max_mhz: FLOP per SM per clock x "
+                                   "SMs x clock (measure/peaks.py; NULL where the architecture or clock is unknown)",
+       DERIVED, TIMED),
+    _c("pct_peak_clock", float, "achieved FLOP/s (flops / median) as % of peak_tflops_clock", DERIVED, TIMED),
+    _c("pct_read", float, "modelled bytes/s as % of the run's measured read bandwidth (read_gbps), when the bytes "
+                          "cannot sit in L2", DERIVED, TIMED),
+    _c("gpu_others_before", str, "PIDs of other processes on the attempt's GPU before it (NVML; the run's own "
+                                 "supervisor and workers excluded), comma-separated; empty: none", ATTEMPT, RAN),
+    _c("gpu_others_after", str, "the same after the attempt", ATTEMPT, RAN),
+    _c("gpu_util_before", float, "GPU utilisation % before the attempt (NVML's last sample period)", ATTEMPT, RAN),
+    _c("gpu_util_after", float, "GPU utilisation % after the attempt", ATTEMPT, RAN),
+    _c("host_load_before", float, "the host's 1-minute load average before the attempt", ATTEMPT, RAN),
+    _c("host_load_after", float, "the host's 1-minute load average after the attempt", ATTEMPT, RAN),
+    _c("gpu_shared", bool, "1 when another process was on the attempt's GPU before or after it", ATTEMPT, RAN),
+    _c("gpu_others_why", str, "why the process columns are empty or uncertain (CPU: no NVML; NVML error; another "
+                              "PID namespace)", ATTEMPT, RAN),
+]
 _WRITTEN = [_c("created_at", str, "UTC time the row was written", EXECUTOR, required_by=ALL)]
 
 COLUMNS: tuple[Column, ...] = tuple(_IDENTITY + _WORKLOAD + _OUTCOME + _TIMING + _CORRECTNESS + _DISPATCH
-                                    + _MODELS + _PLACE + _TOOLKIT + _CONDITIONS + _KERNEL_CONFIG + _WRITTEN)
+                                    + _MODELS + _PLACE + _TOOLKIT + _CONDITIONS + _CEILINGS_CONCURRENCY
+                                    + _KERNEL_CONFIG + _WRITTEN)
 NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 BY_NAME = {c.name: c for c in COLUMNS}
 JSON_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.json)
