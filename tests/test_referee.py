@@ -46,6 +46,31 @@ def test_cudnn_frontend_training_rows_map_and_reproduce_their_own_figures():
     assert len(fp8) == 2 and all("fp8" in r.refusal for r in fp8)
 
 
+def test_cudnn_frontend_rows_per_pass_pair_forward_and_backward():
+    """The layout of 2026-04 on: a backward row with the forward row of its configuration is fwd+bwd."""
+    sheet = read(FIX / "cudnn_fe_gb200_training_per_pass.csv")
+    rows = {(r.row, r.harness_backend, r.passname): r for r in sheet.rows}
+    fwd, both = rows[(1, "cudnn", "fwd")], rows[(2, "cudnn", "fwd+bwd")]
+    assert fwd.time_ms == 2.586 and both.time_ms == pytest.approx(2.586 + 7.668)
+    assert both.workload.mode == "train_fwd_bwd" and both.gpu == "NVIDIA GB200"
+    assert fwd.publisher_amount / fwd.time_ms / 1e9 == pytest.approx(1701, rel=0.01)
+    assert "deterministic" in rows[(3, "cudnn", "fwd+bwd")].refusal
+    assert "failed (UNSUPPORTED_CONFIG" in rows[(4, "cudnn_oss", "bwd")].refusal
+    fa4 = rows[(6, "flash_attention_4", "fwd+bwd")]
+    assert fa4.backends == ("fa4",) and fa4.time_ms == pytest.approx(3.505 + 7.081) and fa4.toolkit == {}
+
+
+def test_cudnn_frontend_2025_layout_names_its_gpu_in_the_file_name():
+    sheet = read(FIX / "legacy" / "sdpa_bf16_benchmark_results_NVIDIA_GB200.csv")
+    rows = mapped(sheet)
+    assert {r.gpu for r in sheet.rows} == {"NVIDIA GB200"}
+    first = rows[0]
+    assert (first.workload.q_heads, first.workload.causal, first.workload.causal_align) == (128, True, "top_left")
+    assert first.publisher_amount / first.time_ms / 1e9 == pytest.approx(1584, rel=0.01)
+    assert [r.backends for r in rows[2:]] == [("sdpa-flash",), ("sdpa-flash",)]
+    assert all("fp8" in r.refusal for r in sheet.rows if r.row == 3)
+
+
 def test_cudnn_frontend_inference_rows_map_decode_and_prefill():
     sheet = read(INFERENCE)
     assert sheet.fmt == "cudnn-frontend inference CSV"

@@ -58,6 +58,10 @@ def _parse(text: str, path: Path, assume: dict) -> Sheet:
         raise ReadError(f"--assume: a cudnn-frontend CSV says everything itself ({', '.join(sorted(assume))} given)")
     if cudnn_frontend.is_training(frame.columns):
         return cudnn_frontend.training(frame)
+    if cudnn_frontend.is_per_pass(frame.columns):
+        return cudnn_frontend.per_pass(frame)
+    if cudnn_frontend.is_legacy(frame.columns):
+        return cudnn_frontend.legacy(frame, Path(path).name)
     if cudnn_frontend.is_inference(frame.columns):
         return cudnn_frontend.inference(frame)
     raise ReadError(f"{path} is none of {', '.join(FORMATS)} (its columns: {', '.join(map(str, frame.columns[:6]))}"

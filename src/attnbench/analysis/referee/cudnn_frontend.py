@@ -12,9 +12,9 @@ INFERENCE_REQUIRED = ("phase", "backend", "data_type", "kv_cache_dtype", "batch_
                       "num_q_heads", "num_kv_heads", "head_dim_qk", "head_dim_vo", "kind", "time_ms", "success",
                       "gpu_name")
 # the harness's backend names -> the attnbench backends that run the same library kernel
-TRAINING_BACKENDS = {"cudnn": ("sdpa-cudnn", "cudnn-fe"), "pyt_cudnn": ("sdpa-cudnn",), "flash_attention_4": ("fa4",),
-                     "flash_attention_3": ("fa3",), "pyt_flash_attention": ("sdpa-flash",),
-                     "pyt_efficient_attention": ("sdpa-efficient",)}
+TRAINING_BACKENDS = {"cudnn": ("sdpa-cudnn", "cudnn-fe"), "cudnn_fe": ("sdpa-cudnn", "cudnn-fe"),  # cudnn_fe: 2025
+                     "pyt_cudnn": ("sdpa-cudnn",), "flash_attention_4": ("fa4",), "flash_attention_3": ("fa3",),
+                     "pyt_flash_attention": ("sdpa-flash",), "pyt_efficient_attention": ("sdpa-efficient",)}
 INFERENCE_BACKENDS = {"cudnn": ("sdpa-cudnn", "cudnn-fe"), "flash_attention_4": ("fa4",)}
 MASKS = {"no_mask": (False, "bottom_right"), "top_left": (True, "top_left"), "bottom_right": (True, "bottom_right")}
 # Both suites time the same way (their docstrings say so): the torch profiler's device time of the attention
@@ -64,6 +64,16 @@ def tril_pairs(q: int, kv: int, window: int = 0) -> int:
     return full * (full + 1) // 2 + (q - full) * kv if q > kv else full * (full + 1) // 2
 
 
+def is_per_pass(columns) -> bool:
+    """The layout of 2026-04 on: one row per pass (profile_pass fwd or bwd) with `time_ms` and `tflops`."""
+    return {"profile_pass", "time_ms", "tflops", "q_seqlen"} <= set(columns)
+
+
+def is_legacy(columns) -> bool:
+    """The 2025 layout (benchmark_{bf16,fp8}_sdpa.py's artifacts): forward_time, backward_time, is_causal."""
+    return {"forward_time", "backward_time", "is_causal", "q_seqlen"} <= set(columns)
+
+
 def training(frame, fmt: str = "cudnn-frontend training CSV") -> Sheet:
     _missing(frame.columns, TRAINING_REQUIRED, fmt)
     rows: list[Published] = []
@@ -72,12 +82,82 @@ def training(frame, fmt: str = "cudnn-frontend training CSV") -> Sheet:
     return Sheet(fmt, rows)
 
 
-def _training_row(i: int, r: dict) -> list[Published]:
+PASS_KEY = ("backend", "data_type", "attn_mask", "batch_size", "q_seqlen", "kv_seqlen", "num_q_heads",
+            "num_kv_heads", "head_dim_qk", "head_dim_vo", "sliding_window_size")
+
+
+def per_pass(frame, fmt: str = "cudnn-frontend training CSV (one row per pass)") -> Sheet:
+    """A forward row gives the forward figure; a backward row with the forward row of the same configuration
+    gives forward+backward (their two times summed, under the backward row's number); a backward row
+    without one is refused."""
+    required = tuple(c for c in TRAINING_REQUIRED if c not in ("fwd_time_ms", "bwd_time_ms", "fwd_tflops",
+                                                               "bwd_tflops")) + ("time_ms", "tflops")
+    _missing(frame.columns, required, fmt)
+    records = frame.to_dict("records")
+    key = lambda r: tuple(str(r.get(c, "")).strip() for c in PASS_KEY)  # noqa: E731
+    fwd = {key(r): r for r in records if str(r["profile_pass"]).strip() == "fwd"}
+    rows: list[Published] = []
+    for i, r in enumerate(records, start=1):
+        p = str(r["profile_pass"]).strip()
+        if p == "fwd":
+            rows += _training_row(i, {**r, "fwd_time_ms": r["time_ms"], "fwd_tflops": r["tflops"],
+                                      "bwd_time_ms": 0, "bwd_tflops": 0})
+        elif p == "bwd" and key(r) in fwd:
+            f = fwd[key(r)]
+            ok = str(_ok(f["success"]) and _ok(r["success"]))
+            rows += _training_row(i, {**r, "profile_pass": "both", "success": ok, "fwd_time_ms": f["time_ms"],
+                                      "fwd_tflops": f["tflops"], "bwd_time_ms": r["time_ms"], "bwd_tflops": r["tflops"],
+                                      "error_message": r.get("error_message") or f.get("error_message")},
+                                  only="fwd+bwd")
+        else:
+            rows += _training_row(i, {**r, "fwd_time_ms": 0, "fwd_tflops": 0, "bwd_time_ms": r.get("time_ms", 0),
+                                      "bwd_tflops": r.get("tflops", 0)})
+    return Sheet(fmt, rows)
+
+
+def legacy(frame, name: str, fmt: str = "cudnn-frontend training CSV (2025 layout)") -> Sheet:
+    """The 2025 artifacts: the GPU and the dtype are in the file's name (sdpa_bf16_benchmark_results_NVIDIA_GB200.csv),
+    the mask is is_causal (top-left), and the fp8 file has a `precision` column instead of `backend`."""
+    import re
+
+    gpu = re.search(r"results_(NVIDIA_[A-Za-z0-9_]+?)\.csv$", name)
+    dtype = re.search(r"sdpa_(bf16|fp16|fp8)_", name)
+    rows = []
+    for i, r in enumerate(frame.to_dict("records"), start=1):
+        backend = str(r.get("backend") or "cudnn_fe").strip()
+        stated = r.get("precision") or (dtype.group(1) if dtype else "-")
+        t_f, t_b = (_finite(r.get(c)) for c in ("forward_time", "backward_time"))
+        rows += _training_row(i, {
+            "backend": backend.removesuffix("_fp8"),  # cudnn_fe_fp8: cuDNN's graph on fp8 inputs
+            "data_type": "fp8" if backend.endswith("_fp8") else stated,
+            "attn_mask": "top_left" if _ok(r["is_causal"]) else "no_mask", "batch_size": r["batch_size"],
+            "q_seqlen": r["q_seqlen"], "kv_seqlen": r["kv_seqlen"], "num_q_heads": r["num_q_heads"],
+            "num_kv_heads": r["num_kv_heads"], "head_dim_qk": r["head_dim"], "head_dim_vo": r["head_dim"],
+            "profile_pass": "both", "fwd_time_ms": t_f, "bwd_time_ms": t_b, "fwd_tflops": r["fwd_tflops_per_sec"],
+            "bwd_tflops": r["bwd_tflops_per_sec"], "success": str(bool(t_f and t_b)),
+            "error_message": "no time published (inf)", "num_iterations": "30",
+            "gpu_name": gpu.group(1).replace("_", " ") if gpu else ""})
+    notes = [] if gpu else ["GPU not stated: the 2025 layout names it in the file name (--gpu)"]
+    return Sheet(fmt, rows, notes)
+
+
+def _finite(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and f not in (float("inf"), float("-inf")) and f > 0 else None
+
+
+def _training_row(i: int, r: dict, only: str | None = None) -> list[Published]:
+    """The figures of one row in the layout with fwd and bwd columns; `only`: that pass alone."""
     name = str(r["backend"]).strip()
     gpu = str(r["gpu_name"]).strip() or None
     toolkit = {k: v for k, v in (("cuDNN", cudnn_version(r.get("cudnn_backend_version"))),
                                  ("cudnn-frontend", str(r.get("cudnn_version") or "").strip() or None)) if v}
     passes = {"fwd": ["fwd"], "both": ["fwd", "fwd+bwd"], "bwd": ["bwd"]}.get(str(r["profile_pass"]).strip())
+    if only and passes:
+        passes = [only]
     common = dict(gpu=gpu, toolkit=toolkit)
     if passes is None:
         return [refused(i, name, str(r["profile_pass"]), f"profile_pass {r['profile_pass']!r} is not fwd, bwd or both",
