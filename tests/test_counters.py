@@ -3,7 +3,6 @@ read, run --counters through the real runner with fake collectors, explain on a 
 table, and analyze's mechanism section. GPU tests (marked gpu) assert mechanism facts on a real GPU."""
 from __future__ import annotations
 
-import os
 import sqlite3
 import stat
 import sys
@@ -17,20 +16,23 @@ from attnbench.store import counters as store_counters
 
 from conftest import FAKES, finished_store, make_row
 
-# Laid out as `ncu --csv --page raw --print-units base` prints it (==PROF== lines, a units row under the header,
-# thousands separators, a kernel name with commas); the numbers are plausible, not a measurement.
-FIXTURE = Path(__file__).parent / "fixtures" / "ncu_raw_sdpa_h200.csv"
+# Real output of `ncu --csv --page raw --print-units base --nvtx ...` on the H200 (ncu 2025.3, lab/h200_probe_counters.sh,
+# 2026-12-03): the program's own lines and ==PROF== lines, NVTX columns, device attributes, a units row, thousands
+# separators; cuDNN's wgmma prefill kernel, FlashAttention-2's mma.sync kernel (prefill, then decode B8 H32 KV 16k).
+FIXTURE = Path(__file__).parent / "fixtures" / "ncu_raw_h200_sdpa.csv"
 GPU = pytest.mark.gpu
 
 
 def test_parse_csv_reads_each_kernel_in_base_units():
     kernels = counters_ncu.parse_csv(FIXTURE.read_text())
-    assert [k["name"][:30] for k in kernels] == ["cudnn_generated_fort_native_sd", "void pytorch_flash::flash_fwd_"]
-    wgmma, mma = kernels
-    assert wgmma["dram_read_bytes"] == 201_326_592 and wgmma["duration_ns"] == 1_412_608
-    assert wgmma["tensor_pct"] == 78.64 and mma["tensor_pct"] == 55.93
-    assert mma["smem_dynamic"] == 49_152 and wgmma["registers"] == 168
-    assert wgmma["grid"] == "(32, 32, 4)" and mma["block"] == "(128, 1, 1)"
+    assert [k["name"][:30] for k in kernels] == ["cudnn_generated_fort_native_sd", "void pytorch_flash::flash_fwd_",
+                                                 "void pytorch_flash::flash_fwd_"]
+    wgmma, mma, decode = kernels
+    assert wgmma["dram_read_bytes"] == 402_736_128 and wgmma["duration_ns"] == 2_027_040
+    assert wgmma["tensor_pct"] == 76.11 and mma["tensor_pct"] == 56.82 and wgmma["xu_pct"] == 39.3
+    assert wgmma["smem_dynamic"] == 232_448 and wgmma["registers"] == 168 and wgmma["sm_clock_hz"] > 1.3e9
+    assert wgmma["grid"] == "(132, 1, 1)" and mma["block"] == "(128, 1, 1)"
+    assert decode["dram_read_bytes"] == pytest.approx(2 * 8 * 32 * 16384 * 128 * 2, rel=1e-3)  # the KV, once
 
 
 def test_parse_csv_tolerates_other_layouts():
@@ -102,13 +104,14 @@ args = sys.argv[1:]
 open({str(calls)!r}, "a").write(" ".join(args) + "\\n")
 assert args[args.index("--nvtx-include") + 1] == "attnbench-replay/"
 assert args[-3:-1] == ["-m", "attnbench.measure.counters_replay"]
-if "sm__pipe_tensor_cycles_active" in args[args.index("--metrics") + 1]:
-    print("==ERROR== Failed to find metric regex:^sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active$")
+assert args[args.index("--clock-control") + 1] == "none"
+if "sm__pipe_alu_cycles_active" in args[args.index("--metrics") + 1]:  # an older ncu refuses a name it lacks
+    print("==ERROR== Failed to find metric regex:^sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active$")
     sys.exit(1)
 print(open({str(FIXTURE)!r}).read())""")
     got = counters.collect({"workload": {}, "device": "cuda:0", "backend": "b"}, "standard",
                            counters_ncu.NcuCollector(ncu))
-    assert got["note"] is None and got["kernel_count"] == 2
+    assert got["note"] is None and got["kernel_count"] == 3 and got["alu_pct"] is not None  # the fixture has it
     assert len(calls.read_text().splitlines()) == 2  # the unknown metric dropped, then run once more
 
 
@@ -277,17 +280,23 @@ def test_gpu_large_kv_decode_is_memory_bound_and_reads_the_modelled_bytes():
     from attnbench.workloads import Workload
     from attnbench.workloads.cost import io_bytes
 
-    shape = dict(mode="decode", batch=8, q_len=1, kv_len=16384, q_heads=32, kv_heads=8, head_dim=128,
+    shape = dict(mode="decode", batch=8, q_len=1, kv_len=16384, q_heads=32, kv_heads=32, head_dim=128,
                  head_dim_v=128, dtype="bf16", causal=False)
-    got = _gpu_counters("sdpa-flash", **shape)
+    got = _gpu_counters("sdpa-cudnn", **shape)  # reads the cache near the read ceiling (docs/method/counters.md)
     bound, evidence = counters_bound.classify(got, 0)
     assert bound == "memory", evidence
     ratio = counters_bound.bytes_ratio(got, io_bytes(Workload(**shape)))
     assert 0.9 <= ratio <= 1.1, ratio
 
 
-def test_fixture_is_plain_text():
-    assert os.path.getsize(FIXTURE) < 8000 and FIXTURE.read_text().count("\n") == 8
+def test_the_h200_kernels_classify_as_the_probe_reads_them():
+    """The bound rule on the probe's kernels: cuDNN's wgmma kernel tensor-bound, FlashAttention-2's mma.sync kernel
+    below the threshold on every unit; measured bytes of the prefill near its model (B4 H32 N4k D128 bf16)."""
+    wgmma, mma, _ = counters_ncu.parse_csv(FIXTURE.read_text())
+    one = lambda k: {**counters.aggregate([k]), "kernels": [k]}  # noqa: E731
+    assert counters_bound.classify(one(wgmma), 0)[0] == "tensor"
+    assert counters_bound.classify(one(mma), 0)[0] == "latency"
+    assert counters_bound.bytes_ratio(one(wgmma), 4 * (4 * 32 * 4096 * 128 * 2)) == pytest.approx(0.98, abs=0.02)
 
 
 def test_the_replay_rebuilds_the_step_and_calls_it_inside_the_range(tmp_path, monkeypatch, capsys):

@@ -12,9 +12,9 @@ METRICS: dict[str, str] = {
     "dram_read_bytes": "dram__bytes_read.sum",
     "dram_write_bytes": "dram__bytes_write.sum",
     "l2_bytes": "lts__t_bytes.sum",
-    # sm90: the tensor pipe as a whole (wgmma and mma.sync); hmma alone is the fallback on a chip without it
-    "tensor_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-    "hmma_pct": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    # on GH100 (ncu 2025.3) the hmma pipe counts HMMA, HFMA2.MMA, HGMMA and QGMMA: mma.sync and wgmma alike (the
+    # H200 probe, lab/h200_probe_counters.sh); a gmma pipe metric does not exist there
+    "tensor_pct": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
     "xu_pct": "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
     "fma_pct": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
     "alu_pct": "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active",
@@ -34,7 +34,7 @@ SETS: dict[str, tuple[str, ...]] = {
     "bytes": ("duration_ns", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "dram_pct"),
 }
 DEFAULT_SET = "standard"
-SHARES = ("tensor_pct", "hmma_pct", "xu_pct", "fma_pct", "alu_pct", "sm_pct", "mem_pct", "dram_pct",
+SHARES = ("tensor_pct", "xu_pct", "fma_pct", "alu_pct", "sm_pct", "mem_pct", "dram_pct",
           "warps_active_pct", "shared_pct")
 BYTES = ("dram_read_bytes", "dram_write_bytes", "l2_bytes")
 COLLECTOR_ENV = "ATTNBENCH_COLLECTOR"  # which collector a process uses (tests: a fake one); default ncu

@@ -109,7 +109,10 @@ class NcuCollector:
         self.timeout_s = timeout_s
 
     def command(self, ncu: str, metrics: list[str], spec_path: str) -> list[str]:
-        return [ncu, "--csv", "--page", "raw", "--print-units", "base", "--nvtx", "--nvtx-include", f"{RANGE}/",
+        # --clock-control none: the kernels run at the clocks the timed calls saw, not locked to base (1.35 GHz on
+        # the H200 under ncu's default), so the shares describe the row as it was timed
+        return [ncu, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none", "--nvtx",
+                "--nvtx-include", f"{RANGE}/",
                 "--metrics", ",".join(metrics), sys.executable, "-m", "attnbench.measure.counters_replay", spec_path]
 
     def collect(self, spec: dict, metric_set: str) -> list[dict]:
