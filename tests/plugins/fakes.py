@@ -541,6 +541,88 @@ class BackgroundThread(_Base):
         return fn
 
 
+class _InputCache(_Base):
+    """Issue 42.2's held-out kernels: right on every input values, and answering repeated values from a
+    cache of its results keyed by `key()` (`entries` of them, least recent dropped); a hit runs `on_hit`
+    (by default a tiny GEMM, so that every call looks like GEMM work to the profiler)."""
+
+    entries = 1
+
+    def key(self, inputs) -> tuple:
+        raise NotImplementedError
+
+    def on_hit(self, w, inputs, probe):
+        probe @ probe
+
+    def prepare(self, w, inputs):
+        import collections
+
+        import torch
+
+        cache = collections.OrderedDict()
+        probe = torch.ones(4, 4, dtype=inputs.q.dtype, device=inputs.q.device)
+
+        def fn():
+            key = self.key(inputs)
+            if key in cache:
+                cache.move_to_end(key)
+                self.on_hit(w, inputs, probe)
+                return cache[key]
+            out = self.math(w, inputs)
+            cache[key] = out
+            while len(cache) > self.entries:
+                cache.popitem(last=False)
+            return out
+
+        return fn
+
+
+def _values(inputs) -> tuple:
+    """A fingerprint of the input values, cheap beside the attention: per tensor its sum and its norm."""
+    import torch
+
+    return tuple(tuple(torch.stack([t.detach().sum(), torch.linalg.vector_norm(t.detach())]).tolist())
+                 for t in (inputs.q, inputs.k, inputs.v))
+
+
+class ValueCacheHalfKV(_InputCache):
+    """42.2 (a): memoises on a fingerprint of the input values and, on a hit, still runs its declared
+    kernel (the GEMMs) on half the KV length, so that the profiler and the timer see attention work."""
+
+    def key(self, inputs) -> tuple:
+        return _values(inputs)
+
+    def on_hit(self, w, inputs, probe):
+        from attnbench.backends.layout import to_bhnd
+
+        q, k, v = (to_bhnd(t, w.layout) for t in (inputs.q, inputs.k, inputs.v))
+        half = max(1, k.shape[2] // 2)
+        attention_math(q, k[:, :, :half], v[:, :, :half], False, w.causal_align, inputs.scale)
+
+
+class ValueCacheTwo(_InputCache):
+    """A two-entry cache on the input values: a rotation over two input sets would be all hits."""
+
+    entries = 2
+
+    def key(self, inputs) -> tuple:
+        return _values(inputs)
+
+
+class IdentityCache(_InputCache):
+    """42.2 (b): memoises on the tensors' identity and version (declared with no kernel families)."""
+
+    def key(self, inputs) -> tuple:
+        return tuple((id(t), t._version) for t in (inputs.q, inputs.k, inputs.v))
+
+
+class PointerCache(_InputCache):
+    """Memoises on the tensors' data pointers and versions: a refill in place is a new version."""
+
+    def key(self, inputs) -> tuple:
+        return tuple((t.data_ptr(), t._version) for t in (inputs.q, inputs.k, inputs.v))
+
+
 GEMM = {"cpu": frozenset({"unfused-gemm"}), "cuda": frozenset({"unfused-gemm"})}
 FLASH = {"cpu": frozenset({"pytorch-flash-cpu"}), "cuda": frozenset({"pytorch-flash"})}
 
@@ -595,4 +677,9 @@ BACKENDS = [
     NoMaxSoftmax(name="fake-no-max-softmax", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     EmptyHalf(name="fake-empty-half", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
     Saturates(name="fake-saturates", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    # issue 42.2: results cached on the inputs, stored OK without fresh inputs (tests/test_fresh_inputs.py)
+    ValueCacheHalfKV(name="fake-value-cache", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    ValueCacheTwo(name="fake-value-cache-two", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
+    IdentityCache(name="fake-identity-cache", family="plugin", modes=("prefill", "decode")),
+    PointerCache(name="fake-pointer-cache", family="plugin", kernel_families=GEMM, modes=("prefill", "decode")),
 ]

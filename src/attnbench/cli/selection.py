@@ -30,6 +30,10 @@ def select_workloads(args):
     else:
         ws = get_grid(args.grid)
         name = args.grid
+    if getattr(args, "fresh_inputs", False):  # run --fresh-inputs: every workload's timed calls see new values
+        import dataclasses
+
+        ws = list(dict.fromkeys(dataclasses.replace(w, fresh_inputs=True) for w in ws))
     ws = axes.select(ws, filters)
     if not ws:
         raise UsageError(f"no workload of grid {name!r} is left after the filters")

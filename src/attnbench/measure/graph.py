@@ -59,11 +59,14 @@ class GraphSampler:
     chunk's sync has already run them."""
 
     def __init__(self, replay: Callable[[], Any], k: int, device: str, flush: Callable[[], None] | None = None,
-                 most: int = MAX_CHUNK, sample_s: float | None = None):
+                 most: int = MAX_CHUNK, sample_s: float | None = None, between: Callable[[], None] | None = None):
         """most: the longest chunk (1: one sample a lead and a sync, how graph samples were taken
         before chunks, kept for comparisons); sample_s: the device seconds of one sample (a replay
-        of k calls), if known before the first chunk."""
+        of k calls), if known before the first chunk; between: queued before every sample's start
+        event (new input values written into the captured buffers, measure/inputs.py Refresher), so
+        its work is outside every sample; with cold L2 it comes before the flush."""
         self.replay, self.k, self.device, self.flush, self.most = replay, k, device, flush, most
+        self.between = between
         self.sample_s = sample_s
         self.lead, self.late, self.want = DELAY_US, 0, 1
         self.ready: collections.deque[float] = collections.deque()
@@ -88,10 +91,16 @@ class GraphSampler:
         while len(self.pairs) < n:
             self.pairs.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
         pairs, late = self.pairs[:n], []
-        if self.flush:  # before the lead, as before chunks existed
+        between = self.between
+        if self.flush:  # before the lead, as before chunks existed (a chunk of one sample: its refill first)
+            if between:
+                between()
+                between = None
             self.flush()
         device_delay(self.device, self.lead)
         for start, end in pairs:
+            if between:
+                between()
             start.record()
             self.replay()
             end.record()

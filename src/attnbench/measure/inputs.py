@@ -80,7 +80,7 @@ def make_inputs(w: Workload, device: str, seed: int, dist: str = "normal") -> In
     return inputs
 
 
-def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None:
+def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal", stream: int | None = None) -> None:
     """Write new values into the same tensors (what a graph captured, what a cache may hold), drawn
     as make_inputs draws them but from `seed`'s own stream; refill(inputs, w, seed, dist) with the
     seed and distribution make_inputs had restores its values exactly. The output buffer is left as
@@ -90,11 +90,13 @@ def refill(inputs: Inputs, w: Workload, seed: int, dist: str = "normal") -> None
     cache's pages are drawn whole, the slack of a partly filled last page too; the page table is
     the workload's own and is not redrawn. An appending decode's cache is drawn whole too, its slot
     kv_len - 1 included, and its new token after it: a refill puts the slot's own values back, so
-    the cache is as before any step wrote it."""
+    the cache is as before any step wrote it. `stream`: the generator's seed itself, in place of the
+    (seed, workload) hash (Refresher: the hash once, not before every timed call)."""
     import torch
 
     spec = distributions.parse(dist)  # issue 40: fa3-outliers[:rate,std] and file:PATH besides DISTRIBUTIONS
-    gen = torch.Generator(device=inputs.q.device).manual_seed(input_seed(w, seed) + spec.offset)
+    stream = input_seed(w, seed) + spec.offset if stream is None else stream
+    gen = torch.Generator(device=inputs.q.device).manual_seed(stream)
     present = [n for n in INPUT_NAMES if getattr(inputs, n) is not None]
     loaded = distributions.load(spec, {n: tuple(getattr(inputs, n).shape) for n in present}) \
         if spec.kind == "file" else None
@@ -146,3 +148,59 @@ def fingerprint(inputs: Inputs) -> dict[str, tuple[float, ...]]:
     sums = {n: tuple(v) for n, v in zip(names, torch.stack(accs).tolist())} if accs else {}
     # the softmax scale is an input too: every backend of the workload, and every reference, reads it
     return {**sums, "scale": (float(inputs.scale),)}
+
+
+FRESH_SEED = 4_000_037  # the timed calls' new values: a stream of their own, apart from the checks' seeds
+
+
+class Refresher:
+    """New input values for every timed call (a workload with fresh_inputs): each call of it writes the
+    values of the next seed of its own stream into the same tensors (refill: same shapes, strides and
+    layout, so a captured CUDA graph reads them), values no earlier call saw, so that no cache keyed on the
+    inputs (identity, version, values, any number of entries) answers a timed call. The timer never sees a
+    refill (measure/timing.py calls it between the timed intervals). `restore()` writes the workload's own
+    values back. It counts its refills and their host seconds (the cost, stored with the row)."""
+
+    def __init__(self, inputs: Inputs, w: Workload, seed: int, dist: str = "normal"):
+        self.inputs, self.w, self.seed, self.dist = inputs, w, seed, dist
+        self.n, self.host_s = 0, 0.0
+        self.base = input_seed(w, seed + FRESH_SEED) << 20  # the workload's hash once; call n: stream base + n
+
+    def __call__(self) -> None:
+        import time
+
+        t0 = time.perf_counter()
+        self.n += 1
+        refill(self.inputs, self.w, 0, self.dist, stream=self.base + self.n)
+        self.host_s += time.perf_counter() - t0
+
+    def again(self) -> None:
+        """The last call's values written again, bit for bit, by the same writes as a refill (the host's
+        and the device's caches left as a refill leaves them), and each tensor's version counter set
+        back: to a kernel the inputs are the very tensors, versions and values it has just seen (measure/
+        timing.py repeat_check); only a cache keyed on the inputs can answer faster now than after a refill."""
+        tensors = [t for t in (getattr(self.inputs, n) for n in INPUT_NAMES) if t is not None]
+        versions = [t._version for t in tensors]
+        refill(self.inputs, self.w, 0, self.dist, stream=self.base + self.n)
+        self.versions_kept = _set_versions(tensors, versions)
+
+    versions_kept = False
+
+    def restore(self) -> None:
+        refill(self.inputs, self.w, self.seed, self.dist)
+
+
+def _set_versions(tensors: list, versions: list[int]) -> bool:
+    """Set the tensors' autograd version counters (torch's private setter; its signature changed in 2.6);
+    False where this torch has none (a cache keyed on versions then misses on rewritten values)."""
+    import torch
+
+    setter = getattr(torch._C._autograd, "_unsafe_set_version_counter", None)
+    if setter is None:
+        return False
+    try:
+        setter(tuple(tensors), tuple(versions))
+    except TypeError:
+        for t, v in zip(tensors, versions):
+            setter(t, v)
+    return True

@@ -31,19 +31,63 @@ def _timing(w: Warmup, k: int, timer: str) -> Timing:
                   warmup_us=sum(us for _, us in w.rounds), warmup_settled=w.settled)
 
 
-def time_host(step: Callable[[], Any], cfg: TimingConfig, on_batch: Callable[[], None] | None = None) -> Timing:
-    """CPU: perf_counter around blocks of k calls (the CPU kernels are synchronous)."""
+def time_host(step: Callable[[], Any], cfg: TimingConfig, on_batch: Callable[[], None] | None = None,
+              fresh: Callable[[], None] | None = None) -> Timing:
+    """CPU: perf_counter around blocks of k calls (the CPU kernels are synchronous). With `fresh` (new
+    input values, measure/inputs.py Refresher), each call of a block is timed alone after its refill and a
+    sample is the mean of the k calls' own intervals: the refills are outside the clock."""
     w = warmup(step, "cpu", cfg.warmup_s, cfg.warmup_max_s)
     est = min(_host_once(step, 1) for _ in range(3))
     k = max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
-    return collect(lambda: _host_once(step, k), cfg, _timing(w, k, "host_clock"), on_batch)
+    t = collect(lambda: _host_once(step, k, fresh), cfg, _timing(w, k, "host_clock"), on_batch)
+    if fresh:
+        again = getattr(fresh, "again", None)
+        t.fresh = repeat_check(lambda: _host_once(step, k, fresh),
+                               again and (lambda: _host_once(step, k, again)), lambda: _host_once(step, k))
+    return t
 
 
-def _host_once(step, k: int) -> float:
-    t0 = time.perf_counter_ns()
+def _host_once(step, k: int, fresh: Callable[[], None] | None = None) -> float:
+    if fresh is None:
+        t0 = time.perf_counter_ns()
+        for _ in range(k):
+            step()
+        return (time.perf_counter_ns() - t0) / 1e3 / k
+    total = 0
     for _ in range(k):
+        fresh()
+        t0 = time.perf_counter_ns()
         step()
-    return (time.perf_counter_ns() - t0) / 1e3 / k
+        total += time.perf_counter_ns() - t0
+    return total / 1e3 / k
+
+
+# the same-values comparison after fresh-input timing: this many samples of each kind, in turn
+REPEAT_SAMPLES = 15
+# A kernel whose median on its last values written again (the same writes as a refill, so the same
+# caches hold them, and the version counters set back: Refresher.again) is this many times faster than on
+# new values answers from a cache keyed on its inputs (the half-KV value cache of issue 42 is 2x, a cache
+# on identity or version tens of times; an honest kernel ~1x). Samples with no write at all are kept as
+# evidence only: on a loaded 2-core host an honest CPU decode ran 3-13x faster back to back than after any
+# refill (its working set hot), so they cannot accuse.
+REPEAT_RATIO = 1.5
+
+
+def repeat_check(fresh_sample: Callable[[], float], again_sample: Callable[[], float] | None,
+                 same_sample: Callable[[], float], plan: Callable[[int], None] | None = None) -> dict:
+    """After fresh-input timing, samples taken exactly as the timed ones, one of each kind in turn (drift
+    and a neighbour's bursts are shared): on new values (`new_us`), on the last values written again
+    (`again_us`, Refresher.again) and on the last values with no write (`same_us`). An honest kernel takes
+    about the same time each way; one that answers from a cache of its inputs is faster on values it has
+    seen (runner/gates.py repeated_values reads the lists)."""
+    kinds = {"new_us": fresh_sample, "again_us": again_sample, "same_us": same_sample}
+    out: dict[str, list[float]] = {k: [] for k, f in kinds.items() if f}
+    for _ in range(REPEAT_SAMPLES):
+        for name, into in out.items():
+            if plan:
+                plan(1)
+            into.append(kinds[name]())
+    return {k: [round(x, 3) for x in v] for k, v in out.items()}
 
 
 class _L2Flusher:
@@ -58,14 +102,19 @@ class _L2Flusher:
 
 
 def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: str = "eager",
-              l2: str = "warm", on_batch: Callable[[], None] | None = None) -> Timing:
+              l2: str = "warm", on_batch: Callable[[], None] | None = None,
+              fresh: Callable[[], None] | None = None) -> Timing:
     """Device events around k calls (k=1 when L2 is flushed).
 
     eager: k back-to-back calls from the host, as an eager model issues them; when the host is
     slower than the kernel, its launch cost is in the sample (that is what eager costs). k makes
     the block last ≥ eager_block_us so the first launch's latency is amortised.
     graph: k calls captured in one CUDA graph, replays queued in chunks behind a device-side delay
-    (GraphSampler) so each sample is device time only; k makes the block last ≥ min_block_us."""
+    (GraphSampler) so each sample is device time only; k makes the block last ≥ min_block_us.
+    fresh (new input values before every call, measure/inputs.py Refresher): eager, each call of a
+    block between its own pair of events, its refill queued before the pair, a sample the mean of the k
+    intervals; graph, one call captured (k = 1), the refill written into the captured buffers between
+    replays, outside each replay's events; cold L2, the refill before the flush (docs/method/fresh-inputs.md)."""
     import torch
 
     w = warmup(step, device, cfg.warmup_s, cfg.warmup_max_s)
@@ -73,17 +122,21 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
     if launch == "graph":
         k = 1
         graph = capture_graph(step, 1, device)
-        first = GraphSampler(graph.replay, 1, device, flush)
+        first = GraphSampler(graph.replay, 1, device, flush, between=fresh)
         first.plan(3)
         est = sorted(first() for _ in range(3))[1]
-        if not flush and est < cfg.min_block_us:
+        if not flush and not fresh and est < cfg.min_block_us:  # fresh: one call a replay, refilled between
             k = max(1, math.ceil(cfg.min_block_us / max(est, 1e-3)))
             del graph
             graph = capture_graph(step, k, device)
         graph.replay()
         torch.cuda.synchronize()
-        sampler = GraphSampler(graph.replay, k, device, flush, sample_s=est * k / 1e6)
+        sampler = GraphSampler(graph.replay, k, device, flush, sample_s=est * k / 1e6, between=fresh)
         t = collect(sampler, cfg, _timing(w, k, "cuda_graph"), on_batch)
+        if fresh:
+            again = getattr(fresh, "again", None)
+            t.fresh = repeat_check(_with(sampler, fresh), again and _with(sampler, again), _with(sampler, None),
+                                   sampler.plan)
         t.replay = lambda: (graph.replay(), graph.last_output)[1]
         return t
 
@@ -108,16 +161,47 @@ def time_cuda(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: s
         for _ in range(k):
             step()
 
-    return collect(lambda: events(block, k), cfg, _timing(w, k, "cuda_event"), on_batch)
+    if not fresh:
+        return collect(lambda: events(block, k), cfg, _timing(w, k, "cuda_event"), on_batch)
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
+
+    def fresh_block(between: Callable[[], None] = fresh) -> float:
+        # each call between its own events, its refill queued before them: the refill's device work is
+        # outside every interval; a device idle at a start event waits there for the host's launch, as an
+        # eager call does
+        for a, b in pairs:
+            between()
+            if flush:
+                flush()
+            a.record()
+            step()
+            b.record()
+        pairs[-1][1].synchronize()
+        return sum(a.elapsed_time(b) for a, b in pairs) * 1e3 / k
+
+    t = collect(fresh_block, cfg, _timing(w, k, "cuda_event"), on_batch)
+    again = getattr(fresh, "again", None)
+    t.fresh = repeat_check(fresh_block, again and (lambda: fresh_block(again)), lambda: events(block, k))
+    return t
+
+
+def _with(sampler: GraphSampler, between: Callable[[], None] | None) -> Callable[[], float]:
+    """One graph sample with `between` (a refill, or None: the same values again) before each replay."""
+    def sample() -> float:
+        sampler.between = between
+        return sampler()
+    return sample
 
 
 def measure(step: Callable[[], Any], device: str, cfg: TimingConfig, launch: str, l2: str,
-            on_batch: Callable[[], None] | None = None) -> Timing:
+            on_batch: Callable[[], None] | None = None, fresh: Callable[[], None] | None = None) -> Timing:
     """Warm-up, then samples; on_batch (e.g. Telemetry.read) runs before, between and after the
     sample batches, never inside a sample. The result's `replay()` (not stored) runs the timed path
-    once more exactly as it was timed (the same graph for graph launch) and returns its output."""
-    t = time_cuda(step, device, cfg, launch, l2, on_batch) if device.startswith("cuda") else \
-        time_host(step, cfg, on_batch)
+    once more exactly as it was timed (the same graph for graph launch) and returns its output.
+    fresh: new input values before every timed call (outside the timer); the result's `fresh` (not a
+    column) then holds the same-values comparison (repeat_check)."""
+    t = time_cuda(step, device, cfg, launch, l2, on_batch, fresh) if device.startswith("cuda") else \
+        time_host(step, cfg, on_batch, fresh)
     if not hasattr(t, "replay"):  # eager and CPU: the timed path is the step itself
         t.replay = step
     return t

@@ -10,6 +10,7 @@ from typing import Any, Callable
 from ..backends.base import Backend, Inputs, Prepared
 from ..measure import correctness, dispatch, memory, telemetry, timing
 from ..measure.device import bind
+from ..measure.inputs import Refresher
 from ..measure.step import make_step
 from ..workloads import Workload
 from . import checks
@@ -136,12 +137,25 @@ def peak_memory(a: Attempt) -> None:
 
 def time_calls(a: Attempt) -> None:
     conditions = telemetry.Telemetry(a.device)  # NVML of this very GPU, read between sample batches
-    a.timed = timing.measure(a.step, a.device, timing.TimingConfig(**a.spec.get("timing", {})), a.w.launch, a.w.l2,
-                             on_batch=conditions.read)
+    # issue 42.2: a fresh-inputs workload's timed calls each see new values (measure/inputs.py Refresher)
+    fresh = Refresher(a.inputs, a.w, a.seed, a.dist) if a.w.fresh_inputs else None
+    t0 = time.perf_counter()
+    try:
+        a.timed = timing.measure(a.step, a.device, timing.TimingConfig(**a.spec.get("timing", {})), a.w.launch,
+                                 a.w.l2, on_batch=conditions.read, fresh=fresh)
+    finally:
+        if fresh:
+            fresh.restore()  # the workload's own values again
     a.res.update(a.timed.to_dict())
     a.res.update(conditions.summary())
 
 
+    if fresh:
+        a.step()  # one call on them: the input-write gate after timing judges a call, not the last refill
+        a.res["check_detail"] = {**(a.res.get("check_detail") or {}), "fresh_inputs": {
+            "refills": fresh.n, "refill_host_us": round(fresh.host_s / max(fresh.n, 1) * 1e6, 2),
+            "timing_s": round(time.perf_counter() - t0, 4), "versions_kept": fresh.versions_kept,
+            **getattr(a.timed, "fresh", {})}}
 def late_probe(a: Attempt) -> None:
     """The calls after the timed ones: a path that changes after N calls shows here."""
     res = a.res

@@ -83,6 +83,11 @@ class Workload:
         "decode only (NULL in other rows): 'excluded' = the KV cache already holds the new token, appending "
         "K/V is not inside the timed step; 'included' = the timed step writes the new token's K/V into slot "
         "kv_len - 1, then attends (workloads/append.py)", "append", since=8, modes=("decode",)))
+    # issue 42.2: the timed calls see new input values (measure/timing.py); a timing condition, as l2 is
+    fresh_inputs: bool = field(default=False, metadata=_axis(
+        "1: new input values are written before every timed call, outside the timed interval, so that no "
+        "result cached on the inputs survives (measure/timing.py; docs/method/fresh-inputs.md)", "fresh",
+        since=11))
 
     def __post_init__(self) -> None:
         # One spelling per semantics: without a mask the alignment means nothing, and 0 == 0.0.
@@ -139,6 +144,8 @@ class Workload:
             c += f" paged{self.page_size}"
         if self.decode_append == "included":
             c += " append"
+        if self.fresh_inputs:
+            c += " fresh"
         return (
             f"{self.mode} B{self.batch} Nq{self.q_len} Nkv{self.kv_len} H{self.q_heads}/{self.kv_heads}"
             f" D{self.head_dim}/{self.head_dim_v} {self.dtype} {c} {self.layout} {self.launch} L2{self.l2}"
@@ -179,6 +186,8 @@ def validate(w: Workload) -> list[str]:
                            f"(other modes: leave it at its default)")
         elif getattr(w, name) not in allowed:
             out.append(f"{name} {getattr(w, name)!r} not in {allowed}")
+    if not isinstance(w.fresh_inputs, bool):
+        out.append(f"fresh_inputs must be true or false, got {w.fresh_inputs!r}")
     if not isinstance(w.causal, bool):
         out.append(f"causal must be true or false, got {w.causal!r}")
     if not isinstance(w.dropout, (int, float)) or isinstance(w.dropout, bool):

@@ -79,6 +79,11 @@ def add_arguments(r) -> None:
                    help="distribution of the inputs that are checked first and timed: normal N(0,1) (default), "
                         "outliers N(0,1)+N(0,100)·Bernoulli(0.001), or large-logits (logits with std ~30); the "
                         "correctness check always also runs the other two")
+    r.add_argument("--fresh-inputs", action="store_true",
+                   help="new input values before every timed call, written outside the timed interval (every "
+                        "workload's fresh_inputs axis; a YAML grid can set it per block), so that no result "
+                        "cached on the inputs is timed, and samples on repeated values are compared "
+                        "(docs/method/fresh-inputs.md)")
     r.add_argument("--max-time", type=float, default=None, metavar="S",
                    help="timing budget per attempt after warm-up (default 0.5 s on CUDA, 0.3 s on CPU)")
     r.add_argument("--min-time", type=float, default=None, metavar="S",

@@ -1,0 +1,141 @@
+"""Issue 42.2: results cached on the inputs. Four held-out kernels (tests/plugins/fakes.py) are stored OK
+when every timed call reuses the same inputs, and are not OK, with a reason, when the timed calls see new
+values (the workload's fresh_inputs axis, run --fresh-inputs); honest kernels stay OK."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from attnbench.backends.registry import load_plugin_file
+from attnbench.measure import timing
+from attnbench.measure.inputs import Refresher, fingerprint, make_inputs
+from attnbench.runner import attempt
+from attnbench.workloads import Workload
+from conftest import FAKES
+
+# large enough that the attention math (not the fingerprint, nor a call's fixed cost) is most of a call
+PREFILL = Workload(mode="prefill", batch=1, q_len=256, kv_len=256, q_heads=4, kv_heads=2, head_dim=32,
+                   head_dim_v=32, dtype="fp32")
+DECODE = Workload(mode="decode", batch=2, q_len=1, kv_len=2048, q_heads=4, kv_heads=2, head_dim=32, head_dim_v=32,
+                  dtype="fp32")
+FAST = dict(warmup_s=0.0, min_samples=5, max_samples=20, max_time_s=0.1)
+CACHES = ["fake-value-cache", "fake-value-cache-two", "fake-identity-cache", "fake-pointer-cache"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: two on a loaded 2-core host wait on each other for tens of ms a call, which
+    would put every call of these small workloads past the cache gate's 2 ms margin."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def run_one(name: str, w: Workload, fresh: bool) -> dict:
+    backend = {b.name: b for b in load_plugin_file(FAKES)}[name]
+    w = dataclasses.replace(w, fresh_inputs=fresh)
+    spec = {"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0, "timing": FAST}
+    return attempt.run(spec, backend, attempt.WorkloadCache())
+
+
+@pytest.mark.parametrize("name", CACHES)
+def test_input_caches_pass_without_fresh_inputs(name):
+    """The held-out cases as they are stored today: OK at their cached speed (on the code before issue
+    42.2 every one of these rows was OK and nothing said otherwise)."""
+    res = run_one(name, PREFILL, fresh=False)
+    assert res["status"] == "OK", res["reason"]
+
+
+@pytest.mark.parametrize("name", CACHES)
+def test_input_caches_caught_with_fresh_inputs(name):
+    res = run_one(name, PREFILL, fresh=True)
+    assert res["status"] == "IMPLAUSIBLE", (res["status"], res["reason"])
+    assert "cache of its inputs" in res["reason"]
+    seen = res["check_detail"]["fresh_inputs"]
+    assert len(seen["new_us"]) == len(seen["same_us"]) == timing.REPEAT_SAMPLES
+
+
+@pytest.mark.parametrize("w", [PREFILL, DECODE], ids=["prefill", "decode"])
+def test_honest_kernel_ok_with_fresh_inputs(w):
+    res = run_one("fake-good", w, fresh=True)
+    assert res["status"] == "OK", res["reason"]
+    seen = res["check_detail"]["fresh_inputs"]
+    # every timed call had its own refill (warm-up and the estimate run on the workload's values)
+    assert seen["refills"] >= len(res["samples_us"]) * res["calls_per_sample"]
+    assert seen["refill_host_us"] > 0
+
+
+def test_refresher_writes_new_values_every_call_and_restores():
+    """No two timed calls see the same values (an N-entry cache never hits), the tensors are the same
+    ones (a captured graph reads them), and restore() gives the workload's own values back."""
+    inputs = make_inputs(PREFILL, "cpu", 0)
+    drawn, ptrs = fingerprint(inputs), [t.data_ptr() for t in (inputs.q, inputs.k, inputs.v)]
+    fresh = Refresher(inputs, PREFILL, 0)
+    seen = set()
+    for _ in range(20):
+        fresh()
+        seen.add(repr(fingerprint(inputs)))
+    assert len(seen) == 20 and repr(drawn) not in seen
+    assert [t.data_ptr() for t in (inputs.q, inputs.k, inputs.v)] == ptrs
+    fresh.restore()
+    assert fingerprint(inputs) == drawn
+
+
+def test_refills_are_outside_the_clock():
+    """A refill that takes 2 ms is not in a host sample of a call that takes next to nothing."""
+    import time
+
+    t = timing.time_host(lambda: None, timing.TimingConfig(warmup_s=0.0, min_samples=3, max_samples=3,
+                                                           max_time_s=0.05, min_block_us=1.0),
+                         fresh=lambda: time.sleep(0.002))
+    assert max(t.samples_us) < 1000
+
+
+def test_run_fresh_inputs_sets_the_axis():
+    """run --fresh-inputs sets every workload's fresh_inputs: keys of their own, and --where reads the axis."""
+    from types import SimpleNamespace
+
+    from attnbench.cli.main import build_parser
+    from attnbench.cli.selection import select_workloads
+    from attnbench.workloads.grids import smoke
+
+    args = build_parser().parse_args(["run", "--grid", "smoke", "--fresh-inputs", "--where", "fresh_inputs=true"])
+    _, ws = select_workloads(args)
+    assert len(ws) == len(smoke()) and all(w.fresh_inputs for w in ws)
+    assert {w.key() for w in ws}.isdisjoint({w.key() for w in smoke()})
+    without = SimpleNamespace(**{**vars(args), "fresh_inputs": False, "where": None})
+    assert not any(w.fresh_inputs for w in select_workloads(without)[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("launch", ["eager", "graph"])
+def test_gpu_value_cache_caught_and_honest_ok(launch):
+    """On a GPU, eager and graph: the value cache is IMPLAUSIBLE with fresh inputs, OK without; an honest
+    kernel is OK with fresh inputs and its refills were outside the samples."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    w = Workload(mode="decode", batch=8, q_len=1, kv_len=4096, q_heads=32, kv_heads=8, head_dim=128,
+                 head_dim_v=128, dtype="bf16", launch=launch)
+    backend = {b.name: b for b in load_plugin_file(FAKES)}
+
+    def one(name, fresh):
+        spec = {"op": "attempt", "workload": dataclasses.replace(w, fresh_inputs=fresh).to_dict(),
+                "device": "cuda", "seed": 0, "timing": dict(warmup_s=0.0, min_samples=5, max_samples=30,
+                                                            max_time_s=0.2)}
+        return attempt.run(spec, backend[name], attempt.WorkloadCache())
+
+    good = one("fake-good", True)
+    assert good["status"] == "OK", good["reason"]
+    seen = good["check_detail"]["fresh_inputs"]
+    assert seen["refills"] >= len(good["samples_us"]) * good["calls_per_sample"]
+    assert one("fake-value-cache", False)["status"] == "OK"  # as stored without fresh inputs
+    caught = one("fake-value-cache", True)
+    assert caught["status"] == "IMPLAUSIBLE", (caught["status"], caught["reason"])
+    for name in ("fake-value-cache-two", "fake-identity-cache", "fake-pointer-cache"):
+        assert one(name, True)["status"] == "IMPLAUSIBLE", name
