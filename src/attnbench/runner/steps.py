@@ -148,14 +148,14 @@ def time_calls(a: Attempt) -> None:
             fresh.restore()  # the workload's own values again
     a.res.update(a.timed.to_dict())
     a.res.update(conditions.summary())
-
-
     if fresh:
         a.step()  # one call on them: the input-write gate after timing judges a call, not the last refill
         a.res["check_detail"] = {**(a.res.get("check_detail") or {}), "fresh_inputs": {
             "refills": fresh.n, "refill_host_us": round(fresh.host_s / max(fresh.n, 1) * 1e6, 2),
             "timing_s": round(time.perf_counter() - t0, 4), "versions_kept": fresh.versions_kept,
             **getattr(a.timed, "fresh", {})}}
+
+
 def late_probe(a: Attempt) -> None:
     """The calls after the timed ones: a path that changes after N calls shows here."""
     res = a.res
