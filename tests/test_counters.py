@@ -322,3 +322,20 @@ def test_the_replay_rebuilds_the_step_and_calls_it_inside_the_range(tmp_path, mo
     spec.write_text(json.dumps({"backend": "nobody", "workload": w.to_dict(), "device": "cpu"}))
     assert counters_replay.main([str(spec)]) == 3
     assert "==REPLAY-ERROR== LookupError: no backend named 'nobody'" in capsys.readouterr().err
+
+
+def test_show_gains_a_bound_column_that_fits_80_columns(cli, tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from attnbench.cli import console
+
+    db = finished_store(tmp_path / "s.sqlite", n=4)
+    monkeypatch.setattr(console, "out", Console(width=80))
+    before = cli("show", "--db", str(db)).out
+    assert " bound" not in before.replace("bootstrap bound", "")  # no counters: the table as it was
+    monkeypatch.setenv(counters.COLLECTOR_ENV, "fake")
+    assert cli("explain", str(db)).rc == 0
+    monkeypatch.setattr(console, "out", Console(width=80))
+    shown = cli("show", "--db", str(db)).out
+    assert " bound" in shown.replace("bootstrap bound", "") and "tensor" in shown
+    assert max(len(line) for line in shown.splitlines()) <= 80

@@ -25,8 +25,9 @@ _RIGHT = frozenset({"median µs", "p95 µs", "kernel µs", "throughput", "% ceil
 def _result_columns(best: pd.DataFrame) -> tuple[str, ...]:
     # kernel time comes from the CUDA profiler: a column of dashes on CPU would only cost width
     kernel = "kernel_us" in best.columns and best["kernel_us"].notna().any()
+    bound = "bound" in best.columns and best["bound"].notna().any()  # issue 39: rows with counters
     return ("best", "median µs", "p95 µs", *(("kernel µs",) if kernel else ()), "throughput", "% ceiling",
-            "runner-up", "×", "clear")
+            "runner-up", "×", "clear", *(("bound",) if bound else ()))
 
 
 def _clear(r) -> str:
@@ -73,7 +74,8 @@ def _cells(r, workload, results) -> list[str]:
     value = {"best": winner, "median µs": f"{r['median_us']:.1f}", "p95 µs": f"{r['p95_us']:.1f}",
              "kernel µs": f"{kernel:.1f}" if pd.notna(kernel) else "-",
              "throughput": f"{r['value']:.3g} {r['metric']}", "% ceiling": f"{pct:.0f}%" if pd.notna(pct) else "-",
-             "runner-up": runner_up, "×": f"{ratio:.2f}" if pd.notna(ratio) else "-", "clear": _clear(r)}
+             "runner-up": runner_up, "×": f"{ratio:.2f}" if pd.notna(ratio) else "-", "clear": _clear(r),
+             "bound": r["bound"] if isinstance(r.get("bound"), str) else "-"}
     return [c.text(r) for c in workload] + [value[c] for c in results]
 
 
@@ -151,7 +153,8 @@ def _compact_table(best: pd.DataFrame, source, width: int) -> Table:
         t.add_column("device")
     t.add_column("workload")
     names = {"best": [_labels(r)[0] for _, r in best.iterrows()], "runner-up": [_labels(r)[1] for _, r in best.iterrows()]}
-    for c in ("best", "µs", "rate", "%", "×", "runner-up", "clear"):
+    bound = "bound" in best.columns and best["bound"].notna().any()  # issue 39: the winner's bound, from counters
+    for c in ("best", "µs", "rate", "%", "×", "runner-up", "clear", *(("bound",) if bound else ())):
         # a name keeps its whole width (the workload label wraps instead); it folds only past 30 characters
         t.add_column(c, justify="right" if c in ("µs", "rate", "%", "×") else "left", overflow="fold",
                      no_wrap=c not in names and c != "rate",  # "49.3 GB/s" may break at its space
@@ -162,7 +165,8 @@ def _compact_table(best: pd.DataFrame, source, width: int) -> Table:
         t.add_row(*([escape(str(r["device_name"]))] if len(devices) > 1 else []),
                   escape(" ".join(v for k, v in lab.items() if k not in same)), escape(winner), f"{r['median_us']:.1f}",
                   _rate(r), f"{pct:.0f}%" if pd.notna(pct) else "-", f"{ratio:.2f}" if pd.notna(ratio) else "-",
-                  escape(runner_up), _clear(r).replace("yes (host-bound)", "host").replace("yes (clock)", "clock"))
+                  escape(runner_up), _clear(r).replace("yes (host-bound)", "host").replace("yes (clock)", "clock"),
+                  *((r["bound"] if isinstance(r.get("bound"), str) else "-",) if bound else ()))
     # the workload label is the one column that wraps: it gets what the others leave of the width
     # (rich's own share-out can leave a table one column wider than the terminal)
     others = sum(max([len(str(c.header))] + [len(str(x)) for x in c._cells]) + 1 for c in t.columns[1:])

@@ -113,3 +113,16 @@ def why(winner, runner_up) -> str:
         return "no counter read on both"
     _, u, label = max(gaps)
     return f"{label} {winner[u]:.0f} % vs {runner_up[u]:.0f} %"
+
+
+def winner_bounds(best: pd.DataFrame, attempts: pd.DataFrame) -> pd.DataFrame:
+    """show's winners (best_per_workload) with `bound`: the bound most of the winner's OK rows with counters on
+    that device and workload have (attempts: with the counters joined, store/counters.py); unchanged when no row
+    has one."""
+    if best.empty or "bound" not in attempts.columns or not attempts["bound"].notna().any():
+        return best
+    read = attempts[(attempts["status"] == "OK") & attempts["bound"].notna()]
+    modal = (read.groupby(["device_name", "workload_key", "backend"])["bound"].agg(lambda s: s.mode().iat[0])
+             .rename("bound").reset_index().rename(columns={"backend": "best"}))
+    return best.drop(columns="bound", errors="ignore").merge(modal, on=["device_name", "workload_key", "best"],
+                                                             how="left")

@@ -75,12 +75,20 @@ def run(args) -> int:
     if args.rank:
         ranked = contestants(per_backend(df), args.all)
         return _emit(ranked, args.format, lambda: [terminal.ranking_table(ranked)])
-    best = best_per_workload(df, runs, include_references=args.all)
+    best = _with_bound(best_per_workload(df, runs, include_references=args.all), df, args.db)
     types = {r.get("device_name"): ((r.get("provenance") or {}).get("device") or {}).get("type") for r in runs}
     return _emit(best, args.format, lambda: terminal.show(
         best, run_overview(df, runs), status_counts(df) if args.status else None, source=args.db,
         attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types,
         width=out.width, devices=device_counts(df) if args.status else None, load=_load(runs, df)))
+
+
+def _with_bound(best, df, db):
+    """The winners with the bound of their rows where the store has counters (issue 39; run --counters, explain)."""
+    from ...analysis.sections.mechanism import winner_bounds
+    from ...store.counters import joined
+
+    return winner_bounds(best, joined(df.assign(label="s"), {"s": db}))
 
 
 def _load(runs, df) -> str:
