@@ -287,6 +287,7 @@ def test_the_table_fits_80_columns(tmp_path, cli, monkeypatch):
     (["nothing.csv"], "cannot read"),
     ([str(FIX / "README.md")], "is none of"),
     ([str(TRAINING), "--json", str(TRAINING)], "is the file read"),
+    ([str(TRAINING), "--json", "referee.sqlite", "--no-run"], "is a SQLite database"),
     ([str(TRAINING), "--backends", "fa4"], "not among this file's mapped backends"),
     ([str(TRAINING), "--assume", "dim=1"], "says everything itself"),
     ([str(FLASH), "--assume", "heads=3"], "takes dim, dtype"),

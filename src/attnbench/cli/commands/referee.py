@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -58,6 +59,8 @@ def run(args) -> int:
             raise UsageError(f"--json {out} is the file read; choose another output")
         if not out.parent.exists() or out.is_dir():
             raise UsageError(f"--json {out}: its directory does not exist or it is a directory")
+        if out.resolve() == Path(args.db).resolve() or (out.is_file() and _is_sqlite(out)):
+            raise UsageError(f"--json {out} is a SQLite database (a store); choose another output")
     mapped = [r for r in sheet.rows if r.workload is not None]
     if args.backends:
         unknown = set(args.backends) - {b for r in mapped for b in r.backends}
@@ -72,9 +75,21 @@ def run(args) -> int:
     if out is not None:
         from ...report.referee import to_json
 
-        out.write_text(json.dumps(to_json(sheet, comparisons, str(path)), indent=1) + "\n")
+        partial = out.with_name(out.name + ".partial")  # renamed once whole: never a half-written file
+        partial.write_text(json.dumps(to_json(sheet, comparisons, str(path)), indent=1) + "\n")
+        os.replace(partial, out)
         console.err.print(f"wrote {out}", markup=False, highlight=False)
     return 0
+
+
+def _is_sqlite(path: Path) -> bool:
+    from ...store.db import StoreError
+    from ...store.sources import is_store
+
+    try:
+        return is_store(path)
+    except StoreError:  # unreadable: not a store as far as this check goes; the write will say why
+        return False
 
 
 def _only(row, names):
@@ -110,9 +125,10 @@ def _measure(args, rows) -> None:
     try:
         held = 0
         try:
-            for backends, workloads in plan:
+            for n, (backends, workloads) in enumerate(plan):
+                began = getattr(args, "began", None) if n == 0 else None  # the command's start counts once
                 req = RunRequest(options.label, workloads, backends, args.repeats, args.tag, grid="referee",
-                                 argv=argv, began=getattr(args, "began", None))
+                                 argv=argv, began=began)
                 with SweepProgress(console.err) as prog:
                     held += conduct(make_executor(options), session.store, req, prog).held
         except BaseException as e:
