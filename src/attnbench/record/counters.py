@@ -41,7 +41,7 @@ COUNTER_COLUMNS: tuple[Column, ...] = (
     _c("grid", str, "grid of the longest kernel", COLLECTED),
     _c("block", str, "block of the longest kernel", COLLECTED),
     _c("cost_s", float, "wall seconds of the counters phase for this attempt (replay, profiler passes)", COLLECTED),
-    _c("bound", str, "memory | tensor | sfu | shared | latency | host (measure/counters_bound.py); NULL with a note",
+    _c("bound", str, "memory, tensor, sfu, shared, latency or host (measure/counters_bound.py); NULL with a note",
        DERIVED),
     _c("bound_evidence", str, "the counter values the bound was read from, in one line", DERIVED),
     _c("modelled_bytes", float, "the attempt's byte model (attempts.bytes, workloads/cost.py)", DERIVED),

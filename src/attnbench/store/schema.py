@@ -2,7 +2,7 @@
 table (store/model_rows.py) is made by the first model run and described here too."""
 from __future__ import annotations
 
-from ..record import COLUMNS, JSON_NAMES, MODEL_STEPS, NAMES, Status
+from ..record import COLUMNS, COUNTERS, JSON_NAMES, MODEL_STEPS, NAMES, Status
 from ..workloads.axes import AXES
 
 # 1: the first schema. 2: dispatch_main_family, dispatch_attention_family, device_uuid.
@@ -97,5 +97,12 @@ def markdown() -> str:
               f"{MODEL_STEPS.name}` writes these columns.", "",
               "| column | type | meaning | from | statuses |", "| --- | --- | --- | --- | --- |"]
     lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} | {_statuses(c)} |" for c in MODEL_STEPS.columns]
+    lines += ["", f"## {COUNTERS.name}", "",  # issue 39
+              "One row per OK attempt whose step was replayed under a collector (`run --counters`, `attnbench "
+              "explain`; docs/method/counters.md), keyed by `attempt_key`; `from`: `counters` is read by the "
+              "collector, `derived` from it and the attempt's row; a row with a `note` holds no number. `attnbench "
+              f"export --table {COUNTERS.name}` writes these columns.", "",
+              "| column | type | meaning | from |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" for c in COUNTERS.columns]
     return "\n".join(lines) + "\n"
 
