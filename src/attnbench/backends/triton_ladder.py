@@ -9,6 +9,7 @@ import os
 
 from ..workloads import Workload
 from .base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
+from .capabilities import ANY
 from .kernels import KernelFamily
 from .layout import causal_offset, from_bhnd, to_bhnd
 
@@ -50,20 +51,30 @@ class TritonRung(Backend):
                 return f"head_dim {d}: the ladder's kernels take power-of-two head dims from 16 to 256"
         if w.window:
             return "a sliding window is not in the ladder's kernels"
+        if self.rung == "decode" and w.q_len != 1:
+            return f"triton-decode takes one query token per sequence (q_len {w.q_len})"
         return None
 
     def prepare(self, w: Workload, inputs: Inputs):
-        from .triton_kernels import prefill
+        from .triton_kernels import decode_step, prefill
 
-        b = prefill.bind(w, inputs, to_bhnd, causal_offset)
-        first, step, backward = prefill.fa2(b, deterministic=self.options.get("deterministic", True))
-        layout = w.layout
+        layout, backward = w.layout, None
+        if self.rung == "decode":
+            config: dict = {}
+            first, step = decode_step.build(w, inputs, to_bhnd, causal_offset, config)
+        else:
+            b = prefill.bind(w, inputs, to_bhnd, causal_offset)
+            config = b.config
+            if self.rung == "fa1":
+                first, step = prefill.fa1(b)
+            else:
+                first, step, backward = prefill.fa2(b, deterministic=self.options.get("deterministic", True))
 
         def grads(o, do):
             return tuple(from_bhnd(g, layout) for g in backward(o, to_bhnd(do, layout)))
 
         return Prepared(step=lambda: from_bhnd(step(), layout), first_call=lambda: from_bhnd(first(), layout),
-                        backward=grads, config=lambda: dict(b.config) or None, state=b)
+                        backward=grads if backward else None, config=lambda: dict(config) or None)
 
 
 def _rung(name: str, rung: str, families: set[str], description: str, options: dict | None = None,
@@ -85,4 +96,10 @@ def make() -> list[Backend]:
         _rung("triton-fa2-atomic", "fa2", {"triton-fa2"}, "triton-fa2 with GQA dK/dV added across the group's "
               "query heads by atomics (one program per query head; order of additions not fixed)",
               modes=modes, options={"deterministic": False}, min_capability=(8, 0)),
+        _rung("triton-fa1", "fa1", {"triton-fa1"}, "FlashAttention-1's loop order in Triton (this project's): one "
+              "program per batch·head, KV blocks outer, query blocks inner, O/m/l through HBM per KV block",
+              modes=("prefill", "train_fwd"), min_capability=(8, 0)),
+        _rung("triton-decode", "decode", {"triton-decode"}, "split-KV decoding in Triton (this project's): GQA "
+              "groups as matmul rows, partial O and LSE per split, a reduction kernel; contiguous or paged KV",
+              modes=("decode",), accepts={"page_size": ANY}, min_capability=(8, 0)),
     ]

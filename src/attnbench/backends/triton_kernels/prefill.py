@@ -92,3 +92,28 @@ def fa2(b: Bound, deterministic: bool = True):
         return tuple(bwd_run(b.config["bwd"], do))
 
     return first, step, backward
+
+
+def fa1(b: Bound):
+    """(first_call, step) of triton-fa1: FA1's loop order, its O/m/l scratch allocated once here."""
+    from . import fa1 as kernel
+
+    bufs = kernel.scratch(b.q, b.v)
+
+    def fwd(cfg):
+        named.run("tri_fa1_fwd", lambda: kernel.forward(b.q, b.k, b.v, b.o, bufs, b.scale, b.causal, b.off, cfg), b.q)
+
+    def first():
+        b.config["fwd"] = tuning.choose("fa1_fwd", b.key, candidates(FA1, b.q.device, b.q.shape[-1]), fwd, b.q.device)
+        return b.o
+
+    def step():
+        fwd(b.config["fwd"])
+        return b.o
+
+    return first, step
+
+
+# FA1: one program per batch·head, so the tile is all it has; K/V blocks held, query blocks streamed
+FA1 = {64: [_c(64, 64, 4, 2), _c(128, 64, 8, 2)], 128: [_c(64, 64, 4, 2), _c(128, 64, 8, 2)],
+       256: [_c(32, 64, 4, 1), _c(64, 32, 4, 1)]}
