@@ -10,7 +10,8 @@ exports under results/h200/ (quick runs 6-8, the pair, libraries, features) impo
 key two of them share, as the quick reruns do, is kept once, as import keeps it: 2,732 attempts).
 --copies N of that store: as N stores (--layout sides: N labels, N sides) or as one store (--layout one:
 each copy's run ids, tags and attempt keys renamed, one side of N x 3 process repeats). Building is not
-timed; each `attnbench analyze ... --json` (and `attnbench report` of one copy with --report) runs as a
+timed, nor is the migration of the source store to SRC's schema when it is older (opened for writing once, its
+copies made again); each `attnbench analyze ... --json` (and `attnbench report` of one copy with --report) runs as a
 child process under SRC (default: this tree's src/), --repeat times: wall seconds and the child's peak
 resident memory (getrusage of the children; each measurement in a fresh process so the peak is its own).
 """
@@ -82,9 +83,26 @@ def one_store(base: Path, out: Path, copies: int) -> None:
                     (f"-c{i}",))
         sel = ", ".join(renamed.get(c, c) for c in run_cols)
         con.execute(f"INSERT INTO runs ({', '.join(run_cols)}) SELECT {sel} FROM src.runs", (f"-c{i}",))
+        if con.execute("SELECT 1 FROM src.sqlite_master WHERE name = 'samples'").fetchone():  # schema 11
+            con.execute("INSERT INTO samples SELECT attempt_key || ?1, n, q05, q50, q95, q99, data FROM src.samples",
+                        (f"-c{i}",))
     con.commit()
     con.execute("DETACH src")
     con.close()
+
+
+def migrate(db: Path, src: Path) -> float | None:
+    """Open the store for writing once under SRC (an older store gains what SRC's schema adds: schema 11's
+    samples table is filled from the JSON text); the seconds it took, None when it had nothing to do."""
+    code = ("import sqlite3, sys, time\nfrom attnbench.store.db import Store\nfrom attnbench.store.schema import "
+            "SCHEMA_VERSION\ncon = sqlite3.connect(sys.argv[1])\nv = int(con.execute(\"SELECT value FROM meta WHERE "
+            "key='schema_version'\").fetchone()[0])\ncon.close()\nt = time.perf_counter()\n"
+            "Store(sys.argv[1]).close() if v < SCHEMA_VERSION else None\n"
+            "print(time.perf_counter() - t if v < SCHEMA_VERSION else '')")
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run([sys.executable, "-c", code, str(db)], env=env, check=True, text=True,
+                         capture_output=True).stdout.strip()
+    return float(out) if out else None
 
 
 def measure(src: Path, args: list[str]) -> tuple[float, float, float]:
@@ -124,6 +142,11 @@ def main() -> None:
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     base = build_source(work, a.source)
+    took = migrate(base, Path(a.src))  # before copies are made: they are copies of the migrated store
+    if took is not None:
+        print(f"{base.name}: migrated to SRC's schema in {took:.1f} s (opened for writing once; not timed below)")
+        for old in work.glob(f"{a.source}-*.sqlite"):
+            old.unlink()  # copies of the store as it was
     if a.layout == "sides":
         stores = [base] + [work / f"{a.source}-copy{i}.sqlite" for i in range(1, a.copies)]
         for s in stores[1:]:

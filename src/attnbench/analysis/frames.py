@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..store.samples import FRAME_COLUMNS, SUMMARY_QUANTILES
 from ..workloads.axes import NAMES
 from .kernels import library_kernel
 from .stats import Evidence, Pooled, json_list, row_quantiles, sample_arrays
@@ -16,7 +17,7 @@ PER_BACKEND_COLS = WORKLOAD_COLS + ["workload_key", "backend", "role", "family",
                                     "kernel", "kernel_us", "host_bound", "sm_clock_mhz", "clock_low", "stationary"]
 # carried from a line's first row: who ran it and on what (constant within a line in practice)
 _FIRST = ("role", "family", "flops", "bytes", "device_uuid", "torch_version")
-_READ = ("samples_us", "median_us", "p95_us", "tag", "repeat", "dispatch_main_family", "dispatch_attention_family",
+_READ = ("samples_us", *FRAME_COLUMNS, "median_us", "p95_us", "tag", "repeat", "dispatch_main_family", "dispatch_attention_family",
          "dispatch_kernels", "kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary", "rel_err")
 
 
@@ -73,9 +74,7 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
         return pd.DataFrame(columns=list(dict.fromkeys(group + PER_BACKEND_COLS)))
     keys = group + ["backend"]
     gid = ok.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-    arrays = sample_arrays(ok["samples_us"])
-    counts = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
-    q = row_quantiles(arrays, (0.05, 0.5, 0.95, 0.99))
+    arrays, counts, q = _row_figures(ok)
     # a repeat's median and p95 are the stored ones (record.finish derives them from its samples)
     med = pd.to_numeric(ok["median_us"], errors="coerce").fillna(pd.Series(q[:, 1])).to_numpy()
     p95 = pd.to_numeric(ok["p95_us"], errors="coerce").fillna(pd.Series(q[:, 2])).to_numpy()
@@ -113,9 +112,31 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     return line.reset_index(drop=True)
 
 
-def _pooled(arrays: list[np.ndarray], gid: np.ndarray, n_lines: int) -> list[Pooled]:
+def _row_figures(ok: pd.DataFrame) -> tuple[list, np.ndarray, np.ndarray]:
+    """Per row: its samples (an array, or a store's samples.Stored), their count, and their p5 / p50 / p95 / p99.
+    The store computed count and quantiles at insert (the columns FRAME_COLUMNS); a row without them (an
+    older store read as it is, a frame built by hand) has them computed here from its samples."""
+    n = len(ok)
+    if all(c in ok.columns for c in FRAME_COLUMNS):
+        known = ok[list(FRAME_COLUMNS)].to_numpy(dtype=float)
+    else:
+        known = np.full((n, len(FRAME_COLUMNS)), np.nan)
+    counts = np.nan_to_num(known[:, 0]).astype(np.int64)
+    q = known[:, 1:].copy()
+    arrays = list(ok["samples_us"]) if "samples_us" in ok.columns else [None] * n
+    todo = np.flatnonzero(np.isnan(known[:, 0]))
+    if todo.size:
+        parsed = sample_arrays([arrays[i] for i in todo])
+        q[todo] = row_quantiles(parsed, SUMMARY_QUANTILES)
+        counts[todo] = [a.size for a in parsed]
+        for i, a in zip(todo.tolist(), parsed):
+            arrays[i] = a
+    return arrays, counts, q
+
+
+def _pooled(arrays: list, gid: np.ndarray, n_lines: int) -> list[Pooled]:
     """Each line's raw samples, every repeat's pooled in row order (rows of one line are gathered by gid),
-    held as the rows' arrays: copied into one only when a pooled bootstrap reads them."""
+    held as the rows' arrays (or samples.Stored): read and copied into one only when a pooled bootstrap reads them."""
     parts: list[list] = [[] for _ in range(n_lines)]
     for i, a in zip(gid.tolist(), arrays):
         parts[i].append(a)

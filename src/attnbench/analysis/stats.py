@@ -31,6 +31,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from ..store import samples
+
 SEPARATION_RATIO = 1.10  # a winner must be at least 10% ahead of the runner-up ...
 N_BOOT = 2000  # ... and the 95% bootstrap lower bound of that ratio must exceed 1
 MIN_PAIRED = 3  # fewer shared process repeats than this cannot be resampled as repeats
@@ -133,23 +135,9 @@ def sample_arrays(col) -> list[np.ndarray]:
 
 def row_quantiles(arrays: list[np.ndarray], qs=QUANTILES) -> np.ndarray:
     """segment_quantiles of each array on its own (one row per array, one column per q; NaN for an
-    empty one): the same interpolation, one sort per row instead of a sort of every value at once."""
-    n = len(arrays)
-    counts = np.fromiter((a.size for a in arrays), dtype=np.int64, count=n)
-    out = np.full((n, len(qs)), np.nan)
-    has = counts > 0
-    if not has.any():
-        return out
-    c = counts[has]
-    pos = np.array([q * (c - 1) for q in qs]).T  # (rows, q)
-    lo = np.floor(pos).astype(np.int64)
-    hi = np.minimum(lo + 1, (c - 1)[:, None])
-    a, b = np.empty(lo.shape), np.empty(lo.shape)
-    for i, arr in enumerate(a_ for a_, h in zip(arrays, has) if h):
-        s = np.sort(arr)
-        a[i], b[i] = s[lo[i]], s[hi[i]]
-    out[has] = a + (pos - lo) * (b - a)
-    return out
+    empty one): the same interpolation, one sort per row instead of a sort of every value at once. The
+    store computes each row's at insert with this same function (store/samples.py)."""
+    return samples.row_quantiles(arrays, qs)
 
 
 def flat_samples(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from . import claims
 from . import damage
+from . import samples
 from .schema import ATTEMPT_COLUMNS, BACKFILL, CLAIMS_DDL, COLUMN_NAMES, JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, ddl
 
 LOCK_TIMEOUT_S = 30  # how long a write waits for another process's lock before giving up
@@ -53,6 +54,19 @@ def reading(con, table: str, path=None):
         raise DamagedText(damage.describe(path, table, found), found) from None
 
 
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that never writes, not even WAL files, so a store in a read-only place can be read."""
+    uri = "file:" + quote(str(Path(path).resolve()))
+    if Path(str(path) + "-wal").exists():
+        # a writer has it open (or stopped without closing): its uncheckpointed rows are in the
+        # -wal file, read through SQLite's shared-memory index beside it, which exists already
+        return sqlite3.connect(uri + "?mode=ro", uri=True, timeout=LOCK_TIMEOUT_S)
+    # Nobody has it open: read the file as it is. This writes nothing (no -shm or -wal file
+    # appears, so a read-only directory works); a run that opens it meanwhile writes to its own
+    # -wal and checkpoints only after about 4 MB of rows.
+    return sqlite3.connect(uri + "?immutable=1", uri=True)
+
+
 def utcnow() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -86,15 +100,7 @@ class Store:
             raise StoreError(f"{self.path} is not a usable attnbench store: {e}") from None
 
     def _open_readonly(self) -> sqlite3.Connection:
-        uri = "file:" + quote(str(self.path.resolve()))
-        if Path(str(self.path) + "-wal").exists():
-            # a writer has it open (or stopped without closing): its uncheckpointed rows are in the
-            # -wal file, read through SQLite's shared-memory index beside it, which exists already
-            return sqlite3.connect(uri + "?mode=ro", uri=True, timeout=LOCK_TIMEOUT_S)
-        # Nobody has it open: read the file as it is. This writes nothing (no -shm or -wal file
-        # appears, so a read-only directory works); a run that opens it meanwhile writes to its own
-        # -wal and checkpoints only after about 4 MB of rows.
-        return sqlite3.connect(uri + "?immutable=1", uri=True)
+        return open_readonly(self.path)
 
     def _check_integrity(self) -> None:
         bad = [r[0] for r in self.con.execute("PRAGMA quick_check(3)")]
@@ -150,6 +156,8 @@ class Store:
                 if c in BACKFILL:
                     self.con.execute(f"UPDATE attempts SET {c} = ?", (BACKFILL[c],))
         self.con.execute(CLAIMS_DDL)
+        self.con.execute(samples.SAMPLES_DDL)
+        samples.fill(self.con)  # 11: each row's samples as numbers, from the JSON text
         self.con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
@@ -225,9 +233,15 @@ class Store:
             raise StoreError(f"unknown column(s): {', '.join(sorted(unknown))}")
         sql = (f"INSERT OR IGNORE INTO attempts ({','.join(COLUMN_NAMES)}) "
                f"VALUES ({','.join('?' * len(COLUMN_NAMES))})")
+        written = []
         with self.con:
-            cur = self.con.executemany(sql, [[_encode(c, r.get(c)) for c in COLUMN_NAMES] for r in rows])
-        return cur.rowcount
+            for r in rows:
+                if self.con.execute(sql, [_encode(c, r.get(c)) for c in COLUMN_NAMES]).rowcount == 1:
+                    written.append(r)
+            # each written row's samples as numbers beside it (store/samples.py); a row already present keeps its own
+            samples.write(self.con, [r["attempt_key"] for r in written], [samples.as_array(r.get("samples_us"))
+                                                                          for r in written])
+        return len(written)
 
     def attempts(self, where: str = "", params: tuple = ()) -> list[dict]:
         have = self._columns("attempts")

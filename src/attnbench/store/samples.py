@@ -1,4 +1,5 @@
-"""Raw samples read as numbers: each row's JSON list of a store's samples_us column as a float64 array."""
+"""Raw samples as numbers: the JSON lists of samples_us parsed, and the samples table (schema 11) that holds each
+row's as float64 bytes with the per-row figures analysis reads, written once at insert."""
 from __future__ import annotations
 
 import io
@@ -6,6 +7,7 @@ import json
 
 import numpy as np
 
+SUMMARY_QUANTILES = (0.05, 0.5, 0.95, 0.99)  # what analysis.frames.per_backend reads of each row
 CHUNK_ROWS = 512  # rows parsed at once: ~12 MB of text for H200 rows of ~1,300 samples, a few copies of it live
 
 
@@ -80,3 +82,122 @@ def _fast(chunk: list) -> list[np.ndarray | None]:
         out.append(values[start:start + c])
         start += c
     return out
+
+
+# One row per attempt row holding samples, keyed by its attempt_key: the samples as float64 bytes (numpy tobytes,
+# little-endian), their count and the quantiles of SUMMARY_QUANTILES, computed at insert so a reader needs neither
+# the JSON text (~18 bytes a sample) nor a sort per row. samples_us stays the record (exports read it).
+SAMPLES_DDL = ("CREATE TABLE IF NOT EXISTS samples (attempt_key TEXT PRIMARY KEY, n INTEGER NOT NULL, q05 REAL, "
+               "q50 REAL, q95 REAL, q99 REAL, data BLOB NOT NULL)")
+SUMMARY = ("n", "q05", "q50", "q95", "q99")
+# their names in the attempts frame store/sources.py reads (NaN for a row read from its JSON text)
+FRAME_COLUMNS = ("samples_n", "samples_p5", "samples_p50", "samples_p95", "samples_p99")
+
+
+def row_quantiles(arrays: list[np.ndarray], qs=SUMMARY_QUANTILES) -> np.ndarray:
+    """Quantiles (linear interpolation, as numpy.percentile) of each array on its own: one row per array, one
+    column per q; NaN for an empty one. One definition for insert and read: the same arithmetic, the same bits."""
+    n = len(arrays)
+    counts = np.fromiter((a.size for a in arrays), dtype=np.int64, count=n)
+    out = np.full((n, len(qs)), np.nan)
+    has = counts > 0
+    if not has.any():
+        return out
+    c = counts[has]
+    pos = np.array([q * (c - 1) for q in qs]).T  # (rows, q)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, (c - 1)[:, None])
+    a, b = np.empty(lo.shape), np.empty(lo.shape)
+    for i, arr in enumerate(a_ for a_, h in zip(arrays, has) if h):
+        s = np.sort(arr)
+        a[i], b[i] = s[lo[i]], s[hi[i]]
+    out[has] = a + (pos - lo) * (b - a)
+    return out
+
+
+def as_array(value) -> np.ndarray | None:
+    """A row's samples_us (a list, JSON text, or None) as a 1-D float64 array; None when it holds none or is
+    not a flat list of numbers (such a row gets no samples row: readers parse its text as before)."""
+    if value is None:
+        return None
+    try:
+        a = np.asarray(json.loads(value) if isinstance(value, (str, bytes)) else value, dtype=np.float64)
+    except (ValueError, TypeError):
+        return None
+    return a if a.ndim == 1 else None
+
+
+def summary_rows(keys, arrays) -> list[tuple]:
+    """The samples-table rows of (attempt_key, array) pairs (arrays None are skipped)."""
+    pairs = [(k, a) for k, a in zip(keys, arrays) if a is not None]
+    q = row_quantiles([a for _, a in pairs])
+    return [(k, int(a.size), *(None if v != v else float(v) for v in q[i]), a.astype("<f8", copy=False).tobytes())
+            for i, (k, a) in enumerate(pairs)]
+
+
+def write(con, keys, arrays) -> None:
+    """Add the samples rows of these attempt keys (inside the caller's transaction); a key that has one keeps it."""
+    con.executemany(f"INSERT OR IGNORE INTO samples (attempt_key, {', '.join(SUMMARY)}, data) VALUES (?,?,?,?,?,?,?)",
+                    summary_rows(keys, arrays))
+
+
+def fill(con) -> int:
+    """Fill the samples table from samples_us for every row that lacks its samples row (the migration of a
+    store written before schema 11); returns how many were added."""
+    cur = con.execute("SELECT a.attempt_key, a.samples_us FROM attempts a WHERE a.samples_us IS NOT NULL AND "
+                      "NOT EXISTS (SELECT 1 FROM samples s WHERE s.attempt_key = a.attempt_key) ORDER BY a.rowid")
+    added = 0
+    while rows := cur.fetchmany(CHUNK_ROWS):
+        try:
+            arrays = parse_lists(r[1] for r in rows)
+        except ValueError:  # one row the chunk reader refuses (a nested list): row by row, such rows left out
+            arrays = [as_array(r[1]) for r in rows]
+        write(con, [r[0] for r in rows], arrays)
+        added += len(rows)
+    return added
+
+
+def from_bytes(data: bytes) -> np.ndarray:
+    """A samples row's data as its float64 array (read-only: a view of the bytes)."""
+    return np.frombuffer(data, dtype="<f8")
+
+
+class Stored:
+    """One row's samples left in its store until read: its count is known (the samples table's n), the values are
+    fetched by attempt key when an array is asked for (a pooled bootstrap, a sum), most never are."""
+
+    __slots__ = ("reader", "key", "size")
+
+    def __init__(self, reader: "Reader", key: str, size: int):
+        self.reader, self.key, self.size = reader, key, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.reader.get(self.key)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __iter__(self):
+        return iter(np.asarray(self).tolist())
+
+    def __getitem__(self, i):
+        return np.asarray(self)[i]
+
+    def tolist(self) -> list:
+        return np.asarray(self).tolist()
+
+
+class Reader:
+    """Reads samples rows of one store file by attempt key, opening it read-only on the first read."""
+
+    def __init__(self, path, open_readonly):
+        self.path, self._open, self._con = path, open_readonly, None
+
+    def get(self, key: str) -> np.ndarray:
+        if self._con is None:
+            self._con = self._open(self.path)
+        row = self._con.execute("SELECT data FROM samples WHERE attempt_key = ?", (key,)).fetchone()
+        if row is None:
+            raise ValueError(f"{self.path}: the samples of attempt {key} are gone (the store changed while read)")
+        return from_bytes(row[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..record import COLUMNS, COUNTERS, JSON_NAMES, MODEL_STEPS, NAMES, Status
 from ..workloads.axes import AXES
+from .samples import SAMPLES_DDL
 
 # 1: the first schema. 2: dispatch_main_family, dispatch_attention_family, device_uuid.
 # 3: kernel_us, timed_over_kernel, host_bound, warm-up and sample stationarity, clocks over the
@@ -24,7 +25,10 @@ from ..workloads.axes import AXES
 # Later, in the same version (no column changed): kernel_us is the median of kernel_calls_us where a row
 # has them, the smaller probe's mean where it has none. Rows of runs at git_sha 2c79b72 or before hold the
 # smaller mean beside their kernel_calls_us (the median of those is the later figure).
-SCHEMA_VERSION = 10
+# 11: the samples table (store/samples.py): each row's raw samples as float64 bytes with their count and
+# p5/p50/p95/p99, written at insert, so analysis reads neither the JSON text nor sorts a row; an older store's
+# is filled from samples_us when it is opened for writing, one opened read-only is read as before.
+SCHEMA_VERSION = 11
 
 # (column, SQLite type, meaning). This list is the export schema too; docs/schema.md is made from it.
 # (column, SQL type and constraint, meaning), derived from the attempt record (attnbench/record/):
@@ -64,6 +68,7 @@ def ddl() -> list[str]:
         f"CREATE TABLE IF NOT EXISTS attempts (\n  {cols}\n)",
         "CREATE INDEX IF NOT EXISTS attempts_workload ON attempts (workload_key, backend)",
         CLAIMS_DDL,
+        SAMPLES_DDL,
     ]
 
 
@@ -104,5 +109,9 @@ def markdown() -> str:
               f"export --table {COUNTERS.name}` writes these columns.", "",
               "| column | type | meaning | from |", "| --- | --- | --- | --- |"]
     lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" for c in COUNTERS.columns]
+    lines += ["", "## samples", "", "Each attempt row's `samples_us` as numbers, written with the row (schema 11; an older "
+              "store's filled when it is opened for writing): `attempt_key`, `n` (how many), `q05`, `q50`, `q95`, "
+              "`q99` (their quantiles, linear interpolation) and `data` (the samples as little-endian float64 bytes). "
+              "Analysis reads these instead of the JSON text; `samples_us` stays the record that exports carry."]
     return "\n".join(lines) + "\n"
 

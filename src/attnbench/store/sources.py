@@ -5,10 +5,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from . import io, model_rows
-from .db import Store, StoreError, reading, table_columns
+from . import io, model_rows, samples
+from .db import Store, StoreError, open_readonly, reading, table_columns
 from .samples import CHUNK_ROWS, parse_lists
 from .schema import COLUMN_NAMES
 
@@ -28,7 +29,8 @@ class Source:
 class Dataset:
     """What the stores and exports of one command hold, side by side."""
 
-    attempts: pd.DataFrame  # every attempt of every source, with a `label` column; samples_us as float64 arrays
+    # every attempt of every source, with a `label` column; samples_us as numbers (sources.attempts_frame)
+    attempts: pd.DataFrame
     runs: dict[str, list[dict]]  # label -> that source's runs, oldest first (provenance, ceilings)
     models: pd.DataFrame  # the model rows (`attnbench model`) of every source, with `label`; may be empty
     paths: dict[str, Path]  # label -> the file it was read from, in argument order
@@ -94,33 +96,68 @@ def check(sources: list[Source]) -> None:
             raise StoreError(f"store not found: {s.path}")
 
 
-def attempts_frame(store: Store) -> pd.DataFrame:
-    """The store's attempts in insertion order, with each row's raw samples as a float64 array (None when it
-    holds none) instead of their JSON text: the text of real rows (~1,300 samples each) is most of a store,
-    and every reader parses it; parsed once here, in chunks, it is never held whole."""
+def attempts_frame(store: Store, lazy: bool = True) -> pd.DataFrame:
+    """The store's attempts in insertion order, with each row's raw samples as numbers (None when it holds none)
+    instead of their JSON text. From the samples table (schema 11, store/samples.py), with its per-row count
+    and quantiles in the columns samples.FRAME_COLUMNS: `lazy`, a samples.Stored per row, read from the store only
+    when asked for (most never are); else the arrays. A row without a samples row (a store written before 11,
+    opened read-only) has its JSON parsed, in chunks, as before, and NaN in those columns."""
     con = store.con
     in_tx = con.in_transaction
     if not in_tx:
-        con.execute("BEGIN")  # one snapshot for both reads: a run may be writing to the store meanwhile
+        con.execute("BEGIN")  # one snapshot for every read: a run may be writing to the store meanwhile
     try:
         df = store.table_frame("attempts", [c for c in COLUMN_NAMES if c != "samples_us"])
         arrays: list = [None] * len(df)
+        summary = pd.DataFrame(np.nan, index=df.index, columns=list(samples.FRAME_COLUMNS))
         if "samples_us" in table_columns(con, "attempts"):
-            cur = con.execute("SELECT samples_us FROM attempts ORDER BY rowid")
-            arrays = []
             with reading(con, "attempts", store.path):  # a damaged row's text: named by row and column
-                while rows := cur.fetchmany(CHUNK_ROWS):
-                    arrays += parse_lists(r[0] for r in rows)
+                parse = _stored(store, lazy, arrays, summary)
+                for lo in range(0, len(parse), CHUNK_ROWS):
+                    part = parse[lo:lo + CHUNK_ROWS]
+                    texts = con.execute(f"SELECT samples_us FROM attempts WHERE rowid IN ({','.join('?' * len(part))}) "
+                                        "ORDER BY rowid", [r for _, r in part]).fetchall()
+                    for (i, _), a in zip(part, parse_lists(t[0] for t in texts)):
+                        arrays[i] = a
     finally:
         if not in_tx:
             con.execute("ROLLBACK")
     df.insert(COLUMN_NAMES.index("samples_us"), "samples_us", pd.Series(arrays, index=df.index, dtype=object))
-    return df
+    return pd.concat([df, summary], axis=1)
 
 
-def _from_store(store: Store, label: str) -> tuple[pd.DataFrame, list[dict], list[dict]]:
+def _stored(store: Store, lazy: bool, arrays: list, summary: pd.DataFrame) -> list[tuple[int, int]]:
+    """Fills `arrays` and `summary` from the samples table for the rows that have a samples row; returns
+    (position, rowid) of the rows whose JSON text is to be parsed (holding samples, no samples row)."""
+    con = store.con
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'samples'").fetchone():
+        return [(i, r) for i, (r, has) in enumerate(con.execute(
+            "SELECT rowid, samples_us IS NOT NULL FROM attempts ORDER BY rowid")) if has]
+    cols = ", ".join(f"s.{c}" for c in samples.SUMMARY)
+    # samples_us IS NOT NULL: a row slimmed of its samples after they were stored (lab/sweep_parts.py) holds none
+    q = (f"SELECT a.rowid, a.samples_us IS NOT NULL, a.attempt_key, {cols} FROM attempts a "
+         "LEFT JOIN samples s ON s.attempt_key = a.attempt_key ORDER BY a.rowid")
+    rows = con.execute(q).fetchall()
+    parse = [(i, r[0]) for i, r in enumerate(rows) if r[1] and r[3] is None]
+    have = [i for i, r in enumerate(rows) if r[1] and r[3] is not None]
+    if not have:
+        return parse
+    summary.iloc[have] = np.array([tuple(rows[i][3:]) for i in have], dtype=float)
+    if lazy:
+        reader = samples.Reader(store.path, open_readonly)
+        for i in have:
+            arrays[i] = samples.Stored(reader, rows[i][2], rows[i][3])
+    else:
+        cur = con.execute("SELECT a.rowid, s.data FROM attempts a JOIN samples s ON s.attempt_key = a.attempt_key "
+                          "WHERE a.samples_us IS NOT NULL ORDER BY a.rowid")
+        for i, (_, data) in zip(have, cur):
+            arrays[i] = samples.from_bytes(data)
+    return parse
+
+
+def _from_store(store: Store, label: str, lazy: bool = True) -> tuple[pd.DataFrame, list[dict], list[dict]]:
     try:
-        return attempts_frame(store).assign(label=label), store.runs(), model_rows.rows(store.con)
+        return attempts_frame(store, lazy).assign(label=label), store.runs(), model_rows.rows(store.con)
     finally:
         store.close()
 
@@ -141,7 +178,7 @@ def _from_export(path: Path, label: str, workdir: Path) -> tuple[pd.DataFrame, l
     tmp = Store(workdir / f"{len(list(workdir.iterdir()))}.sqlite")
     io.import_rows(tmp, rows)
     io.import_runs(tmp, run_rows)
-    df, runs, _ = _from_store(tmp, label)
+    df, runs, _ = _from_store(tmp, label, lazy=False)  # the temporary store is gone once read
     return df, runs, models
 
 
