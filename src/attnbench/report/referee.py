@@ -12,7 +12,7 @@ SHORT_UNIT = {"TFLOP/s": "TF/s", "GB/s": "GB/s", "ms": "ms"}
 def _fig(v: float | None) -> str:
     if v is None or v != v:
         return "-"
-    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}" if v >= 0.01 else f"{v:.1e}"
 
 
 def refusals(sheet: Sheet) -> list[str]:
@@ -51,7 +51,7 @@ def table(comparisons: list[Comparison]) -> tuple[TextTable, list[str]]:
         published = f"{_fig(c.published_figure)}{mark} {unit}"
         if c.status == "OK":
             ours = f"{_fig(c.ours_figure)} [{_fig(c.ours_figure_lo)}-{_fig(c.ours_figure_hi)}]"
-            ratio = f"{c.ratio:.2f}x"
+            ratio = f"{c.ratio:.2f}x" if c.ratio >= 0.1 else f"{c.ratio:.1e}x"
         else:
             ours, ratio = (c.status or "not run"), "-"
         ref = note(c.why if c.status == "OK" else f"{c.backend}: {c.why}") if c.verdict == CANNOT else ""

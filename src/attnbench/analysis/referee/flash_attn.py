@@ -49,8 +49,9 @@ def read(text: str, assume: dict | None = None, fmt: str = "FlashAttention bench
         rows += _method(n, m, config, dim, opts["dtype"])
     if not rows:
         raise ReadError(f"{fmt}: no method lines")
-    notes = [f"heads = {dim} // headdim (the script's dim; --assume dim=N otherwise), dtype {opts['dtype']} "
-             "(the script's; --assume dtype=bf16 otherwise), GPU not stated (--gpu)"]
+    said = {k: "--assume" if k in (assume or {}) else "the script's" for k in DEFAULTS}
+    notes = [f"heads = {dim} // headdim ({said['dim']} dim), dtype {opts['dtype']} ({said['dtype']}), "
+             "GPU not stated (--gpu)"]
     return Sheet(fmt, rows, notes)
 
 

@@ -50,8 +50,9 @@ def read(text: str, assume: dict | None = None, fmt: str = "tritonbench flash_at
         shape = _shape(r[0], i)
         for label, cols in backends.items():
             rows.append(_cell(i, label, cols, r, shape, opts))
-    notes = [f"mode {opts['mode']}, dtype {opts['dtype']}, causal {opts['causal']}: the operator's defaults, which "
-             "its CSV does not record (--assume mode=...,dtype=...,causal=... otherwise); GPU not stated (--gpu)"]
+    said = "--assume" if assume else "the operator's defaults"
+    notes = [f"mode {opts['mode']}, dtype {opts['dtype']}, causal {opts['causal']} ({said}; its CSV does not record "
+             "them), GPU not stated (--gpu)"]
     return Sheet(fmt, rows, notes)
 
 
