@@ -60,7 +60,7 @@ def off_roofline(lines: pd.DataFrame, ceilings: dict) -> list[dict]:
             continue
         fastest = g.loc[g["median_us"].idxmin()]
         for r in g.to_dict(orient="records"):
-            lead = r["median_us"] / fastest["median_us"] if fastest["median_us"] > 0 else None
+            lead = float(r["median_us"] / fastest["median_us"]) if fastest["median_us"] > 0 else None
             if r["backend"] == fastest["backend"] or not lead or lead < OFF_ROOF_FACTOR:
                 continue
             s = shares(r, ceilings.get((r.get("label"), r.get("device_name"))) or {})
