@@ -105,6 +105,11 @@ _MODELS = [
     _c("bytes", float, "HBM byte model of the forward step (NULL for fwd+bwd)", PLAN),
 ]
 _PLACE = [
+    # issue 42.2: an OK that no dispatch check stands behind is shown marked (analysis/dispatch_checked.py)
+    _c("dispatch_checked", bool, "1: the probe ran and the kernels it saw were checked against the families the "
+                                 "backend declares on this device; 0: dispatch unchecked (it declares none there, or "
+                                 "the probe could not run), shown as name? in tables; NULL: rows before the column",
+       ATTEMPT, RAN),
     _c("device_name", str, "device model (e.g. NVIDIA H200) or CPU", EXECUTOR, required_by=ALL),
     _c("device_index", int, "CUDA device index as the run saw it (after CUDA_VISIBLE_DEVICES)", EXECUTOR),
     _c("device_uuid", str, "the GPU's UUID (NVML or torch): tells GPUs of one model apart", EXECUTOR),

@@ -30,6 +30,10 @@ def add_arguments(s) -> None:
     s.add_argument("--format", choices=("table", "csv", "md", "json"), default="table",
                    help="table (default; compact below 160 columns) or the same results as csv, md or json")
     s.add_argument("--wide", action="store_true", help="every column even on a narrow terminal")
+    s.add_argument("--repro", action="store_true",
+                   help="per attempt: the attnbench run command and the YAML grid block that re-measure it, with "
+                        "the versions it ran under (torch, libraries, device, driver, git sha); --format json, csv "
+                        "or md gives the same per row")
     s.add_argument("--tag", dest="tags", action="append", metavar="TAG",
                    help="keep only attempts whose sweep tag (run --tag) is TAG; repeatable (any of them); "
                         "a tag no attempt has is an error")
@@ -50,6 +54,7 @@ def select_rows(df, args):
 
 
 def run(args) -> int:
+    from ...analysis import dispatch_checked
     from ...analysis.frames import per_backend
     from ...analysis.outcomes import device_counts, status_counts
     from ...analysis.overview import run_overview
@@ -72,15 +77,40 @@ def run(args) -> int:
         frame = failed[["backend", "status", "reason", "repeat", "mode", "batch", "q_len", "kv_len", "q_heads",
                         "kv_heads", "head_dim", "dtype", "causal", "launch", "device_name", "attempt_key"]]
         return _emit(frame, args.format, lambda: [_failures(failed)])
+    if args.repro:  # issue 42.4
+        from ...analysis.repro import repro_frame
+        from ...report.repro import repro_lines
+
+        frame = repro_frame(df, runs)
+        return _emit(frame, args.format, lambda: repro_lines(frame))
+    pairs = dispatch_checked.unchecked_pairs(df)  # issue 42.2: OKs no dispatch check stands behind
     if args.rank:
         ranked = contestants(per_backend(df), args.all)
-        return _emit(ranked, args.format, lambda: [terminal.ranking_table(ranked)])
+        return _emit(_flag(ranked, pairs, "backend"), args.format, lambda: [
+            terminal.ranking_table(dispatch_checked.mark(ranked, pairs)), *_note(ranked, pairs, ("backend",))])
     best = _with_bound(best_per_workload(df, runs, include_references=args.all), df, args.db)
     types = {r.get("device_name"): ((r.get("provenance") or {}).get("device") or {}).get("type") for r in runs}
-    return _emit(best, args.format, lambda: terminal.show(
-        best, run_overview(df, runs), status_counts(df) if args.status else None, source=args.db,
-        attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types,
-        width=out.width, devices=device_counts(df) if args.status else None, load=_load(runs, df)))
+    return _emit(_flag(best, pairs, "best"), args.format, lambda: terminal.show(
+        dispatch_checked.mark(best, pairs), run_overview(df, runs), status_counts(df) if args.status else None,
+        source=args.db, attempts=len(df), wide=args.wide or out.width >= terminal.WIDE_COLUMNS, device_types=types,
+        width=out.width, devices=device_counts(df) if args.status else None, load=_load(runs, df)) + _note(best, pairs))
+
+
+def _flag(frame, pairs, column: str):
+    """--format csv/md/json: a column dispatch_unchecked for `column`'s backend (issue 42.2)."""
+    if frame.empty or column not in frame.columns:
+        return frame
+    devices = frame["device_name"].astype(str) if "device_name" in frame.columns else [""] * len(frame)
+    return frame.assign(dispatch_unchecked=[(d, str(n)) in pairs for d, n in zip(devices, frame[column])])
+
+
+def _note(frame, pairs, columns=("best", "runner_up")) -> list[str]:
+    """The note on name? when a printed backend is marked."""
+    from ...analysis import dispatch_checked
+
+    marked = dispatch_checked.mark(frame, pairs, columns)
+    shown = any(str(v).endswith(dispatch_checked.MARK) for c in columns if c in marked.columns for v in marked[c])
+    return [dispatch_checked.NOTE] if shown else []
 
 
 def _with_bound(best, df, db):

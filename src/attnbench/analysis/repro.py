@@ -1,0 +1,88 @@
+"""Per attempt, what re-measures it (issue 42.4): the `attnbench run` command, the YAML grid block of its
+workload (every axis, so the block names exactly its workload key) and the versions it ran under."""
+from __future__ import annotations
+
+import shlex
+
+import pandas as pd
+
+from ..workloads import Workload
+from ..workloads.axes import AXES
+
+# run options that choose what is measured or where rows go: the repro gives its own
+_SELECTING = {"--grid": 1, "--config": 1, "--where": 1, "--seqlen": 1, "--modes": 1, "--dtype": 1, "--causal": 1,
+              "--backends": 1, "--db": 1, "--tag": 1, "--repeats": 1, "--devices": 1, "--address": 1,
+              "--executor": 1, "--replicate": 0, "--retry-failed": 0, "--take-over-claims": 0, "--dry-run": 0,
+              "--fresh-inputs": 0, "-v": 0, "-vv": 0, "--verbose": 0}
+VERSION_COLUMNS = ("device_name", "torch_version", "backend_version", "cuda_runtime", "cudnn_version",
+                   "driver_version", "attnbench_sha")
+
+
+def kept_options(argv: str | None) -> list[str]:
+    """The stored command line's options that shape a measurement (--seed, --inputs, --tol, --max-time,
+    --min-time, --plugin, --timeout, --strict-isolation, --device, --compile-cache...), in order."""
+    words = shlex.split(argv or "")
+    if "run" in words:
+        words = words[words.index("run") + 1:]
+    out, i = [], 0
+    while i < len(words):
+        name = words[i].split("=", 1)[0]
+        if name in _SELECTING:
+            i += 1 + (_SELECTING[name] if "=" not in words[i] else 0)
+            continue
+        out.append(words[i])
+        i += 1
+    return out
+
+
+def workload_of(row: dict) -> Workload:
+    """The row's workload from its axis columns (a boolean axis is stored 0/1, an integer one may read as float)."""
+    return Workload.from_dict({a.name: a.type(_plain(row[a.name])) for a in AXES
+                               if a.name in row and _present(row[a.name])})
+
+
+def yaml_block(w: Workload) -> str:
+    """The workload as one block of a YAML grid (docs/grids.md): every axis at its value."""
+    import yaml
+
+    doc = {"name": f"repro-{w.key()[:8]}", "workloads": [{a.name: getattr(w, a.name) for a in AXES
+                                                           if getattr(w, a.name) is not None}]}
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).strip()
+
+
+def command(row: dict, run: dict, w: Workload) -> str:
+    opts = kept_options(run.get("argv"))
+    if not any(o.split("=", 1)[0] == "--device" for o in opts):
+        opts += ["--device", "cpu" if str(row.get("device_name", "")).upper().startswith("CPU") else "cuda"]
+    return shlex.join(["attnbench", "run", "--config", f"repro-{w.key()[:8]}.yaml", "--backends", str(row["backend"]),
+                       "--repeats", "1", "--tag", f"repro-{w.key()[:8]}", "--db", "repro.sqlite", *opts])
+
+
+def versions(row: dict, run: dict) -> str:
+    prov = run.get("provenance") or {}
+    parts = [f"{c}={_plain(row[c])}" for c in VERSION_COLUMNS if c in row and _present(row[c])]
+    libs = prov.get("libraries") or {}
+    parts += [f"{k}={v}" for k, v in sorted(libs.items()) if v and k != "torch"]
+    return " ".join(parts)
+
+
+def repro_frame(df: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
+    """One row per attempt: attempt_key, backend, status, workload_key, the label, command, yaml, versions."""
+    by_id = {r.get("run_id"): r for r in runs}
+    out = []
+    for row in df.to_dict("records"):
+        w, run = workload_of(row), by_id.get(row.get("run_id"), {})
+        out.append({"attempt_key": row.get("attempt_key"), "backend": row["backend"], "status": row.get("status"),
+                    "workload_key": w.key(), "workload": w.label(), "command": command(row, run, w),
+                    "yaml": yaml_block(w), "versions": versions(row, run)})
+    return pd.DataFrame(out, columns=["attempt_key", "backend", "status", "workload_key", "workload", "command",
+                                      "yaml", "versions"])
+
+
+def _present(v) -> bool:
+    return v is not None and not (isinstance(v, float) and v != v)
+
+
+def _plain(v):
+    """numpy scalars as Python values (a stored bool column reads back as 0/1)."""
+    return v.item() if hasattr(v, "item") else v
