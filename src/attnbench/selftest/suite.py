@@ -140,13 +140,16 @@ def _rows(store: Store) -> dict[str, dict]:
 
 
 def _device(store: Store) -> tuple[str, dict]:
-    """The device's name and the versions the run recorded (torch, CUDA, driver) from the runs table."""
+    """The device's name and what the run recorded of the software under test (runs.provenance)."""
     import json
 
     row = store.con.execute("SELECT device_name, provenance FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()
     if row is None:
         return platform.processor() or "cpu", {}
     prov = json.loads(row[1] or "{}")
-    keep = ("torch", "cuda", "driver", "cudnn", "triton", "python")
-    versions = {k: v for k, v in (prov.get("versions") or prov).items() if k in keep and isinstance(v, str)}
-    return row[0] or "", versions
+    device = prov.get("device") or {}
+    found = {"attnbench": prov.get("attnbench_version"), "git_sha": prov.get("git_sha"), "torch": prov.get("torch"),
+             "cuda": prov.get("cuda_runtime"), "cudnn": prov.get("cudnn"),
+             "triton": (prov.get("libraries") or {}).get("triton"), "driver": device.get("driver"),
+             "uuid": device.get("uuid"), "python": prov.get("python")}
+    return row[0] or "", {k: v for k, v in found.items() if v is not None}

@@ -43,6 +43,10 @@ def run(args) -> int:
         raise UsageError(f"--only: no class {unknown[0]!r}; the classes: {', '.join(c.name for c in CASES)}")
     out = _checked_path(args.json, "--json") if args.json else None
     db = _checked_path(args.db, "--db") if args.db else None
+    if db is not None:  # a file that is no store is refused now, not after the run
+        from ...store.db import Store
+
+        Store(db).close()
     began = datetime.now(timezone.utc)
     with console.err.status("selftest: starting workers and running every class..."):
         result = suite.run(args.device, timeout_s=args.timeout, only=args.only)
