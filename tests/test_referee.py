@@ -237,7 +237,8 @@ def known_store(tmp_path) -> Path:
         rows.append(make_row(i, **{**w.to_dict(), "causal": int(w.causal), "decode_append": None},
                              workload_key=w.key(), backend=backend, device_name=device, samples_us=samples,
                              median_us=sorted(samples)[len(samples) // 2], p95_us=max(samples), tag="referee",
-                             repeat=0))
+                             repeat=0, kernel_us=9000.0 if (row, passname, backend) == (2, "fwd+bwd", "sdpa-cudnn")
+                             else None))
     db = tmp_path / "known.sqlite"
     s = Store(db)
     s.start_run("run-a", "referee", "referee", "attnbench referee", h200, {"ceilings": {}})
@@ -257,6 +258,8 @@ def test_verdicts_from_a_store_of_known_rows(tmp_path, cli):
     assert agree["verdict"] == AGREES and agree["ratio"] == pytest.approx(3.182 / 3.170)
     assert agree["ours"]["figure"] == pytest.approx(agree["published"]["in_attnbench_model"] * 3.182 / 3.170)
     assert got[(2, "fwd+bwd", "sdpa-cudnn")]["verdict"] == FASTER
+    assert got[(2, "fwd+bwd", "sdpa-cudnn")]["ours"]["kernel_ms"] == 9.0  # timed 1.22x its kernels: noted
+    assert "our call's kernels take 9 ms of its 11 ms" in " ".join(res.out.split())
     assert got[(2, "fwd+bwd", "cudnn-fe")]["verdict"] == SLOWER
     other = got[(1, "fwd", "sdpa-cudnn")]
     assert other["verdict"] == CANNOT and other["ratio"] == pytest.approx(1.708 / 3.0)

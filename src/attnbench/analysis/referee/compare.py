@@ -43,6 +43,8 @@ class Comparison:
     clock_mhz: float | None = None  # our rows' median SM clock while timed (the publisher states none)
     power_w: float | None = None  # ... and board power
     held_back: str | None = None  # why our clock was held back, when a repeat says so (throttle, clock low)
+    kernel_ms: float | None = None  # our call's kernels' device time (the dispatch probe's profiler), as the
+    # cudnn-frontend suites time (theirs: the attention kernels only); None where it was not read (CPU)
 
 
 def verdict(published_ms: float, ours_ms: float, lo_ms: float, hi_ms: float,
@@ -110,8 +112,17 @@ def _one(p: Published, backend: str, mine: pd.DataFrame, line: pd.DataFrame) -> 
     return Comparison(p, backend, "OK", None, ours, lo, hi, int(ln["repeats"]), device, ratio, v, why,
                       ours_figure=amount / ours / scale, ours_figure_lo=amount / hi / scale,
                       ours_figure_hi=amount / lo / scale, differences=differences(p, ok),
+                      kernel_ms=_num(ln.get("kernel_us")) and _num(ln.get("kernel_us")) / 1e3,
                       clock_mhz=_median(ok, "sm_clock_mhz"), power_w=_median(ok, "power_w"), held_back=held_back(ok),
                       **{k: base[k] for k in ("unit", "published_figure", "amount_ratio")})
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and f > 0 else None
 
 
 def _text(v) -> str | None:
