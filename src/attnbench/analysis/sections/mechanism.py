@@ -92,8 +92,8 @@ def _leads(read: pd.DataFrame) -> list[Lead]:
             continue
         g = g.sort_values("median_us")
         w, r = g.iloc[0], g.iloc[1]
-        out.append(Lead(str(side), wkey, label(first.loc[wkey]), mode, w["backend"], r["backend"], round(r["median_us"] / w["median_us"], 3),
-                        w["bound"], r["bound"], why(w, r)))
+        out.append(Lead(str(side), wkey, label(first.loc[wkey]), mode, w["backend"], r["backend"],
+                        round(r["median_us"] / w["median_us"], 3), w["bound"], r["bound"], why(w, r)))
     return out
 
 
