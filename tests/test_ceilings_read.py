@@ -84,6 +84,8 @@ def test_reading_beyond_the_probe_is_named_and_beyond_the_dram_implausible():
     no_dram = {k: v for k, v in H200.items() if k != "dram_peak_gbps"}
     assert gates.judge(_row(nbytes / 5200e3, nbytes=nbytes), no_dram, L2)["status"] == "IMPLAUSIBLE"  # 1.21x
     assert gates.judge(_row(nbytes / 4800e3, nbytes=nbytes), no_dram, L2)["status"] == "OK"  # 1.12x
+    misread = {**H200, "dram_peak_gbps": 2400.0}  # NVML's figure below the measured read: not believed
+    assert gates.judge(_row(nbytes / 4500e3, nbytes=nbytes), misread, L2)["status"] == "OK"
 
 
 def test_decode_share_is_of_the_read_ceiling_not_the_copy():

@@ -108,4 +108,6 @@ def ceilings(device: str) -> dict:
     out["matmul_n"] = n
     out["host_op_us"] = host_op_us(device)
     out.update(device_peaks(device))
+    if out.get("dram_peak_gbps") and out["dram_peak_gbps"] < out["read_gbps"]:  # misread: not a ceiling
+        out["peaks_error"] = f"NVML's DRAM bandwidth {out.pop('dram_peak_gbps')} GB/s is below the measured read"
     return out

@@ -146,6 +146,7 @@ def clock_ceilings(out: dict, ceilings: dict, rate: float | None, pct_read: floa
                                          f"{100 * CLOCK_PEAK_MARGIN:.0f}%)")
     if pct_read is not None:
         read, dram = ceilings["read_gbps"], ceilings.get("dram_peak_gbps")
+        dram = dram if dram and dram >= read else None  # below a measured read: NVML's clock or bus misread
         limit, what = ((DRAM_PEAK_MARGIN * dram, f"the DRAM's theoretical {dram:.4g} GB/s (NVML)") if dram else
                        (READ_MARGIN * read, f"{READ_MARGIN:g}x the measured read ceiling"))
         bw = pct_read * read / 100
