@@ -126,8 +126,12 @@ FULL = [
     ("triton-fa2", dict(mode="train_fwd_bwd", causal=False, q_heads=4, kv_heads=1, dtype="fp16", layout="BNHD")),
     ("triton-fa2-atomic", dict(mode="train_fwd_bwd", causal=True, q_heads=4, kv_heads=2)),
     ("triton-decode", dict(mode="decode", q_len=1, kv_len=40, batch=2, q_heads=4, kv_heads=2, layout="BNHD")),
+    ("triton-hopper-base", dict(mode="prefill", causal=True, q_len=24, kv_len=40)),
+    ("triton-hopper", dict(mode="train_fwd_bwd", causal=False, layout="BNHD")),
 ]
-FULL_IDS = ["fa2-forward", "fa1-causal", "fa1-bnhd-fp16", "fa2-top-left", "fa2-bwd-mqa-bnhd", "fa2-atomic-bwd", "decode-contiguous"]
+FULL_IDS = ["fa2-forward", "fa1-causal", "fa1-bnhd-fp16", "fa2-top-left", "fa2-bwd-mqa-bnhd", "fa2-atomic-bwd",
+            "decode-contiguous", "hopper-base-causal", "hopper-bwd-bnhd"]
+FAMILY = {"triton-fa1": "triton-fa1", "triton-decode": "triton-decode", "triton-hopper-base": "triton-hopper"}
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +141,14 @@ def full_rows():
 
 @pytest.mark.parametrize("case", FULL_IDS)
 def test_every_rung_passes_every_gate(full_rows, case):
-    name = FULL[FULL_IDS.index(case)][0]
-    ok(full_rows[case], {"triton-fa1": "triton-fa1", "triton-decode": "triton-decode"}.get(name, "triton-fa2"))
+    name, kw = FULL[FULL_IDS.index(case)]
+    if name == "triton-hopper":  # its forward and FA2's backward: both families, the forward's the attention one
+        r = full_rows[case]
+        assert r["status"] == "OK", r["reason"]
+        assert r["dispatch_families"] == ["triton-fa2", "triton-hopper"], r["dispatch_kernels"]
+        assert r["kernel_config"]["fwd"]["features"] == ["persistent", "pipe", "tma", "ws"]
+        return
+    ok(full_rows[case], FAMILY.get(name, "triton-fa2"))
 
 
 # ---- GPU -------------------------------------------------------------------------------------------------
@@ -158,12 +168,13 @@ GPU_CASES = [
                            head_dim_v=128)),
     ("triton-decode", dict(mode="decode", q_len=1, kv_len=4000, batch=8, q_heads=32, kv_heads=8, head_dim=128,
                            head_dim_v=128, page_size=64)),
-]
+] + [(n, dict(mode="prefill", causal=c, q_len=2048, kv_len=2048, q_heads=8, kv_heads=2, head_dim=128, head_dim_v=128))
+     for n in ("triton-hopper-base", "triton-hopper-ws", "triton-hopper-ws-pipe", "triton-hopper") for c in (False, True)]
 
 
 @pytest.mark.parametrize("name,kw", GPU_CASES, ids=[f"{n}-{k['mode']}-{i}" for i, (n, k) in enumerate(GPU_CASES)])
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_rung_on_gpu_passes_every_gate(name, kw):
-    fam = {"triton-fa1": "triton-fa1", "triton-decode": "triton-decode"}.get(name, "triton-fa2")
+    fam = "triton-hopper" if name.startswith("triton-hopper") else FAMILY.get(name, "triton-fa2")
     ok(run(name, device="cuda", **kw), fam)

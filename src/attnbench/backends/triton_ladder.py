@@ -67,6 +67,8 @@ class TritonRung(Backend):
             config = b.config
             if self.rung == "fa1":
                 first, step = prefill.fa1(b)
+            elif self.rung == "hopper":
+                first, step, backward = prefill.hopper(b, self.options)
             else:
                 first, step, backward = prefill.fa2(b, deterministic=self.options.get("deterministic", True))
 
@@ -102,4 +104,16 @@ def make() -> list[Backend]:
         _rung("triton-decode", "decode", {"triton-decode"}, "split-KV decoding in Triton (this project's): GQA "
               "groups as matmul rows, partial O and LSE per split, a reduction kernel; contiguous or paged KV",
               modes=("decode",), accepts={"page_size": ANY}, min_capability=(8, 0)),
-    ]
+    ] + [_rung(name, "hopper", {"triton-hopper", "triton-fa2"}, f"the Hopper rung in Triton (this project's), {what}; "
+               "its backward is triton-fa2's", modes=modes[:3], options=features, min_capability=(9, 0))
+         for name, features, what in HOPPER_VARIANTS]
+
+
+# FA3 Table 2's ablation as declared variants, each adding one feature to the one before (TMA loads in all)
+HOPPER_VARIANTS = (
+    ("triton-hopper-base", {"tma": True}, "TMA tensor descriptors, 2-stage pipeline"),
+    ("triton-hopper-ws", {"tma": True, "ws": True}, "+ warp specialisation"),
+    ("triton-hopper-ws-pipe", {"tma": True, "ws": True, "pipe": True}, "+ warp specialisation + 3-4 stage pipeline"),
+    ("triton-hopper", {"tma": True, "ws": True, "pipe": True, "persistent": True},
+     "+ warp specialisation + deeper pipeline + persistent tiles (heaviest first)"),
+)

@@ -117,3 +117,39 @@ def fa1(b: Bound):
 # FA1: one program per batch·head, so the tile is all it has; K/V blocks held, query blocks streamed
 FA1 = {64: [_c(64, 64, 4, 2), _c(128, 64, 8, 2)], 128: [_c(64, 64, 4, 2), _c(128, 64, 8, 2)],
        256: [_c(32, 64, 4, 1), _c(64, 32, 4, 1)]}
+
+
+# The Hopper rung: 128-row query tiles (two warpgroups of 64 rows, FA3's consumer shape) by default; the candidates'
+# stage count is the variant's (2 without deeper pipelining, 3-4 with it)
+def hopper_candidates(device, head_dim: int, features: dict) -> list[dict]:
+    if device.type != "cuda":
+        return INTERPRETER
+    deep = features.get("pipe")
+    if head_dim > 128:
+        return [_c(64, 64, 8, 3 if deep else 2), _c(128, 32, 8, 3 if deep else 2)]
+    if deep:
+        return [_c(128, 64, 8, 3), _c(128, 128, 8, 3), _c(128, 64, 8, 4)]
+    return [_c(128, 64, 8, 2), _c(128, 128, 8, 2)]
+
+
+def hopper(b: Bound, features: dict):
+    """(first_call, step, backward) of a triton-hopper variant; the backward is FA2's on the forward's LSE."""
+    from . import hopper as kernel
+
+    def fwd(cfg):
+        named.run("tri_hop_fwd", lambda: kernel.forward(b.q, b.k, b.v, b.o, b.lse, b.scale, b.causal, b.off, cfg,
+                                                        features), b.q)
+
+    tag = "hop_" + "_".join(sorted(k for k, v in features.items() if v))
+
+    def first():
+        b.config["fwd"] = {**tuning.choose(tag, b.key, hopper_candidates(b.q.device, b.q.shape[-1], features), fwd,
+                                           b.q.device), "features": sorted(k for k, v in features.items() if v)}
+        return b.o
+
+    def step():
+        fwd(b.config["fwd"])
+        return b.o
+
+    _, _, backward = fa2(b, deterministic=True)
+    return first, step, backward
