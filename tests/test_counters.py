@@ -238,6 +238,18 @@ def test_analyze_explains_a_lead_in_counter_terms(tmp_path):
     from attnbench.report.mechanism_text import lead_lines
 
     assert "tensor pipe 76 % vs 57 %" in lead_lines(a)[0] and "wgmma 1.80x ahead of mma" in lead_lines(a)[0]
+    import io
+
+    from rich.console import Console
+
+    from attnbench.report.analyze import markdown, terminal
+
+    con = Console(width=80, file=io.StringIO(), color_system=None)
+    for part in terminal(a, 80):
+        con.print(part)
+    shown = con.file.getvalue()
+    assert "Mechanism" in shown and "tensor 1" in shown and max(map(len, shown.splitlines())) <= 80
+    assert "tensor pipe 76 % vs 57 %" in markdown(a)
     data = SimpleNamespace(analysis=a, df=data.attempts)
     html = mechanism.body(SimpleNamespace(data=data, table_id=lambda: "t"))
     assert mechanism.applies(data) and "tensor pipe 76 % vs 57 %" in html and "Why the winner leads" in html

@@ -2,6 +2,7 @@
 terms (analysis/sections/mechanism.py)."""
 from __future__ import annotations
 
+from .analysis_text import MODE_SHORT
 from .texttable import TextTable
 
 NOTE = ("bound: the unit nearest its peak when at least 60 % (memory, tensor, sfu, shared), else latency; host when "
@@ -18,7 +19,7 @@ def classes_table(a) -> TextTable:
                   right=frozenset({5, 6, 7}))
     for c in a.mechanism.classes:
         bounds = ", ".join(f"{k} {v}" for k, v in c.bounds.items()) or "-"
-        t.add(c.side, c.backend, c.mode, c.launch, bounds, _num(c.median_bytes_ratio, ".2f"), c.unreadable,
+        t.add(c.side, c.backend, MODE_SHORT.get(c.mode, c.mode), c.launch, bounds, _num(c.median_bytes_ratio, ".2f"), c.unreadable,
               _num(c.median_cost_s, ".1f"))
     return t
 
