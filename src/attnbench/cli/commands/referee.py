@@ -76,8 +76,13 @@ def run(args) -> int:
         from ...report.referee import to_json
 
         partial = out.with_name(out.name + ".partial")  # renamed once whole: never a half-written file
-        partial.write_text(json.dumps(to_json(sheet, comparisons, str(path)), indent=1) + "\n")
-        os.replace(partial, out)
+        try:
+            partial.write_text(json.dumps(to_json(sheet, comparisons, str(path)), indent=1) + "\n")
+            os.replace(partial, out)
+        except OSError as e:
+            partial.unlink(missing_ok=True)
+            raise UsageError(f"cannot write --json {out}: {e.strerror or e} (the measurements are in "
+                             f"{args.db}: --no-run prints them again)") from None
         console.err.print(f"wrote {out}", markup=False, highlight=False)
     return 0
 
