@@ -17,6 +17,7 @@ from dataclasses import dataclass
 FORMATS = {"e4m3": (3, -6, 448.0), "e5m2": (2, -14, 57344.0)}
 TORCH_NAMES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 GRANULARITIES = ("tensor", "head", "block")
+CHUNK_SCORES = 1 << 24  # float64 scores emulate() holds at once (128 MiB; a few temporaries of it)
 
 
 def round_fp8(x, fmt: str = "e4m3", saturate: bool = True):
@@ -163,11 +164,27 @@ def emulate(q, k, v, scheme: Scheme, scale: float, keep=None, quantised: bool = 
     group = q.shape[1] // k.shape[1]
     if group > 1:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    # query rows are independent once Q, K, V are quantised: a chunk of rows at a time bounds the
+    # float64 score temporaries (a 16k x 16k head would need tens of GiB at once)
+    rows = max(1, CHUNK_SCORES // max(1, q.shape[0] * q.shape[1] * k.shape[2]))
+    outs = [_attend(q[:, :, i:i + rows], k, v, scheme, scale, None if keep is None else keep[i:i + rows])
+            for i in range(0, q.shape[2], rows)]
+    o = torch.cat(outs, dim=2)
+    return round_fp8(o, scheme.o_fmt) if scheme.o_fmt else o
+
+
+def _attend(q, k, v, scheme: Scheme, scale: float, keep):
+    """The exact attention of quantised rows, P rounded as the scheme says."""
+    import torch
+
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
     if keep is not None:
         s = s.masked_fill(~keep, float("-inf"))
-    p = torch.softmax(s, dim=-1)
+    # as a fused kernel does: the unnormalised P = exp(S - rowmax) (at most 1) is what is rounded, the
+    # row sum comes from the exact P, and O is divided by it after the PV product
+    m = s.amax(dim=-1, keepdim=True)
+    p = torch.exp(s - torch.where(torch.isinf(m), torch.zeros_like(m), m))
+    denom = p.sum(dim=-1, keepdim=True)
     if scheme.p_fmt:
         p = round_fp8(p * scheme.p_scale, scheme.p_fmt) / scheme.p_scale
-    o = torch.matmul(p, v)
-    return round_fp8(o, scheme.o_fmt) if scheme.o_fmt else o
+    return torch.matmul(p, v) / denom

@@ -82,9 +82,7 @@ def load(dist: Dist, shapes: dict[str, tuple]) -> dict:
             with np.load(path) as z:
                 arrays = {n: np.asarray(z[n]) for n in z.files}
         else:
-            from safetensors.numpy import load_file
-
-            arrays = load_file(str(path))
+            arrays = read_safetensors(path)
     except Exception as e:  # noqa: BLE001  (any unreadable file is the same one-line error)
         raise ValueError(f"input file {dist.path}: cannot be read ({type(e).__name__}: {e})".replace("\n", " "))
     out = {}
@@ -96,6 +94,35 @@ def load(dist: Dist, shapes: dict[str, tuple]) -> dict:
             raise ValueError(f"input file {dist.path}: {name} has shape {tuple(a.shape)}, the workload needs "
                              f"{tuple(want)}")
         out[name] = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+    return out
+
+
+SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4"}
+
+
+def read_safetensors(path: Path) -> dict:
+    """The arrays of a .safetensors file (an 8-byte little-endian header length, a JSON header of
+    name -> dtype, shape, data_offsets, then the raw bytes), as numpy float32/float64 arrays; bfloat16
+    is widened exactly (its bits are float32's upper half). No dependency on the safetensors package."""
+    import json
+
+    import numpy as np
+
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    body = memoryview(raw)[8 + n:]
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        if meta["dtype"] not in SAFETENSORS_DTYPES:
+            raise ValueError(f"tensor {name} has dtype {meta['dtype']} (float or int tensors only)")
+        start, end = meta["data_offsets"]
+        a = np.frombuffer(body[start:end], dtype=SAFETENSORS_DTYPES[meta["dtype"]])
+        if meta["dtype"] == "BF16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        out[name] = a.reshape(meta["shape"])
     return out
 
 

@@ -32,11 +32,15 @@ def reference(q, k, v, scale: float):
 
 
 def unfused16(q, k, v, scale: float, dtype):
-    """Standard attention in `dtype`: S, P and O each written in it (what torch's matmul and softmax give)."""
+    """Standard attention in `dtype`: S, P and O each written in it, every product accumulated and the
+    softmax computed in float32 (what a GPU's matmul and softmax kernels do; float32 math rounded at
+    each write, fast on any device)."""
     import torch
 
-    q, k, v = (t.to(dtype) for t in (q, k, v))
-    return torch.matmul(torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * scale, dim=-1), v)
+    q, k, v = (t.to(dtype).float() for t in (q, k, v))
+    s = (torch.matmul(q, k.transpose(-1, -2)).to(dtype).float() * scale).to(dtype).float()
+    p = torch.softmax(s, dim=-1).to(dtype).float()
+    return torch.matmul(p, v).to(dtype)
 
 
 def fused16(q, k, v, scale: float, dtype):

@@ -73,12 +73,14 @@ def add_arguments(r) -> None:
     r.add_argument("--tol", type=float, default=None,
                    help="max error ratio against the same-dtype unfused reference, for every dtype (default: "
                         "per dtype from the measured spread of correct kernels: fp32 16, bf16 and fp16 3; "
-                        "fp8_e4m3 2, provisional; "
+                        "fp8_e4m3: the fp8 contract, 1.5x its scheme's emulated error; "
                         "docs/methodology.md)")
-    r.add_argument("--inputs", choices=("normal", "outliers", "large-logits"), default="normal",
+    r.add_argument("--inputs", default="normal", metavar="DIST",
                    help="distribution of the inputs that are checked first and timed: normal N(0,1) (default), "
-                        "outliers N(0,1)+N(0,100)·Bernoulli(0.001), or large-logits (logits with std ~30); the "
-                        "correctness check always also runs the other two")
+                        "outliers N(0,1)+N(0,100)·Bernoulli(0.001), large-logits (logits with std ~30), "
+                        "fa3-outliers[:rate=R,std=S] (FlashAttention-3's Table 3 protocol, default rate 0.001, "
+                        "std 10), or file:PATH.npz|.safetensors (arrays q, k, v in each workload's shapes); the "
+                        "correctness check always also runs outliers and large-logits")
     r.add_argument("--fresh-inputs", action="store_true",
                    help="new input values before every timed call, written outside the timed interval (every "
                         "workload's fresh_inputs axis; a YAML grid can set it per block), so that no result "
@@ -120,6 +122,16 @@ def add_arguments(r) -> None:
                         "host lapses when its process has ended (docs/usage.md, Sharing a store)")
 
 
+def _check_inputs(name: str, workloads) -> None:
+    from ...measure import distributions
+
+    try:
+        distributions.parse(name)
+        distributions.check_file(name, workloads)
+    except ValueError as e:
+        raise UsageError(f"--inputs: {e}") from None
+
+
 def run(args) -> int:
     from ...backends.registry import select
     from ...runner.conduct import RunRequest, conduct
@@ -142,6 +154,7 @@ def run(args) -> int:
     if args.grid is None and args.config is None:
         args.grid = "smoke" if options.device == "cpu" else "quick"
     grid_name, workloads = select_workloads(args)
+    _check_inputs(args.inputs, workloads)  # issue 40: a bad distribution or file is one line, before any row
     backends = select(args.backends, args.plugin)
     check_plan_size(len(workloads), len(backends), args.repeats)  # before workers start or a plan is made
     req = RunRequest(options.label, workloads, backends, args.repeats, args.tag, args.seed, args.inputs, grid_name,
