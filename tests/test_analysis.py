@@ -60,10 +60,15 @@ def test_decode_is_judged_in_modelled_gb_per_s():
     assert row["pct_ceiling"] == pytest.approx(10000.0)
 
 
-def test_decode_percentage_is_of_the_copy_bandwidth():
+def test_decode_percentage_is_of_the_read_bandwidth():
+    """Decode only reads: its share is of the measured read ceiling (issue 39.4), the copy's only where a store
+    has no read figure."""
     runs = [{"device_name": "CPU test", "provenance": {"ceilings": {"copy_gbps": 10.0, "read_gbps": 20.0,
                                                                     "matmul_tflops_bf16": 1.0}}}]
     r = ok(0, "d", 4.0, mode="decode", q_len=1, bytes=4.0e6)
+    (row,) = best_per_workload(frame([r]), runs).to_dict(orient="records")
+    assert row["pct_ceiling"] == pytest.approx(100 * 1000.0 / 20.0)
+    del runs[0]["provenance"]["ceilings"]["read_gbps"]
     (row,) = best_per_workload(frame([r]), runs).to_dict(orient="records")
     assert row["pct_ceiling"] == pytest.approx(100 * 1000.0 / 10.0)
 
