@@ -351,3 +351,14 @@ def test_show_gains_a_bound_column_that_fits_80_columns(cli, tmp_path, monkeypat
     shown = cli("show", "--db", str(db)).out
     assert " bound" in shown.replace("bootstrap bound", "") and "tensor" in shown
     assert max(len(line) for line in shown.splitlines()) <= 80
+
+
+def test_explain_skips_attempts_of_another_gpu_model(cli, tmp_path, monkeypatch):
+    from attnbench.cli.commands import explain
+
+    db = finished_store(tmp_path / "s.sqlite", n=2)  # rows of "CPU test"
+    monkeypatch.setenv(counters.COLLECTOR_ENV, "fake")
+    monkeypatch.setattr(explain, "_gpu_name", lambda device: "NVIDIA H200")
+    r = cli("explain", str(db))
+    assert r.rc == 0 and "2 attempt(s) ran on another GPU model" in r.err
+    assert store_counters.rows(sqlite3.connect(db)) == []

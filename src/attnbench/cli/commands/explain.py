@@ -57,6 +57,13 @@ def run(args) -> int:
         df = df[df["status"] == "OK"]
         done = store_counters.keys(store.con, readable_only=False) if not args.again else set()
         todo = df[~df["attempt_key"].isin(done)]
+        here = _gpu_name(args.device)
+        elsewhere = todo[todo["device_name"].astype(str) != here] if here else todo.iloc[:0]
+        if len(elsewhere):  # counters of another GPU model would not be this row's
+            console.err.print(f"{len(elsewhere)} attempt(s) ran on another GPU model than {args.device}'s ({here}): "
+                              f"skipped ({', '.join(sorted(set(elsewhere['device_name'].astype(str))))})",
+                              markup=False)
+            todo = todo.drop(elsewhere.index)
         if args.limit:
             todo = todo.head(args.limit)
         seeds = {r["run_id"]: (r.get("provenance") or {}).get("seed", 0) for r in store.runs()}
@@ -77,6 +84,18 @@ def run(args) -> int:
     if written:
         console.out.print(_table(written))
     return 0
+
+
+def _gpu_name(device: str) -> str | None:
+    """The model of the GPU the replays run on (None on a CPU or where CUDA is absent: the collector says why)."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(device) if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001  (a device that cannot be read: the collector's note says why)
+        return None
 
 
 def _missing(v) -> bool:
