@@ -111,8 +111,9 @@ class NcuCollector:
     def command(self, ncu: str, metrics: list[str], spec_path: str) -> list[str]:
         # --clock-control none: the kernels run at the clocks the timed calls saw, not locked to base (1.35 GHz on
         # the H200 under ncu's default), so the shares describe the row as it was timed
-        return [ncu, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none", "--nvtx",
-                "--nvtx-include", f"{RANGE}/",
+        # application-only: the compiler's worker processes (flex, compile) launch no kernel worth following
+        return [ncu, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
+                "--target-processes", "application-only", "--nvtx", "--nvtx-include", f"{RANGE}/",
                 "--metrics", ",".join(metrics), sys.executable, "-m", "attnbench.measure.counters_replay", spec_path]
 
     def collect(self, spec: dict, metric_set: str) -> list[dict]:
