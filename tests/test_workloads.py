@@ -107,6 +107,7 @@ ALTERNATIVES = {
     "mode": "train_fwd", "batch": 3, "q_len": 64, "kv_len": 512, "q_heads": 16, "kv_heads": 8, "head_dim": 128,
     "head_dim_v": 32, "dtype": "fp16", "causal": False, "causal_align": "top_left", "dropout": 0.1, "layout": "BNHD",
     "launch": "graph", "l2": "cold", "window": 16, "lengths": "uniform", "page_size": 16, "decode_append": "included",
+    "fresh_inputs": True,  # issue 42.2
 }
 
 
