@@ -88,6 +88,12 @@ FULL = {
     # ---- issue 42.4: two spawned CPU runs (1-2 min on a loaded 2-core host)
     "tests/test_repro.py::test_the_printed_command_remeasures_the_same_workload_key":
         "the YAML block names the row's workload key: test_repro::test_the_yaml_block_names_exactly_the_rows_workload",
+    # ---- fp8 (issue 40): OK attempts of the tiled float8 fake reach timing (7-20 s on a loaded host); the caught
+    # fakes and the contract's scores stay in the default tier
+    "tests/test_fp8_contract.py::test_a_correct_tiled_fp8_kernel_is_ok_within_the_contract[129]":
+        "test_fp8_contract::test_a_correct_tiled_fp8_kernel_is_ok_within_the_contract[128]",
+    "tests/test_fp8_contract.py::test_misbehaving_fp8_kernels_are_caught[fake-fp8-tile-collapse-255-OK-None]":
+        "the tile-collapse fake at 256 (INCORRECT) and the correct kernel at 128 (OK)",
 }
 
 

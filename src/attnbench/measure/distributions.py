@@ -93,7 +93,7 @@ def load(dist: Dist, shapes: dict[str, tuple]) -> dict:
         if tuple(a.shape) != tuple(want):
             raise ValueError(f"input file {dist.path}: {name} has shape {tuple(a.shape)}, the workload needs "
                              f"{tuple(want)}")
-        out[name] = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+        out[name] = torch.from_numpy(np.array(a, dtype=np.float32))  # a copy: a safetensors buffer is read-only
     return out
 
 
