@@ -255,6 +255,16 @@ def test_analyze_explains_a_lead_in_counter_terms(tmp_path):
     assert mechanism.applies(data) and "tensor pipe 76 % vs 57 %" in html and "Why the winner leads" in html
 
 
+def test_a_lead_with_alike_counters_is_not_explained_by_them():
+    import pandas as pd
+
+    from attnbench.analysis.sections.mechanism import why
+
+    a = pd.Series({"tensor_pct": 63.0, "xu_pct": 27.0, "dram_pct": 37.0})
+    assert why(a, a.copy()).startswith("the counters agree within 2 points")
+    assert why(a, a.copy().replace(27.0, 40.0)) == "SFU pipe 27 % vs 40 %"
+
+
 def test_analyze_without_counters_has_no_mechanism(tmp_path):
     from attnbench.analysis.analyze import compute
     from attnbench.store.sources import load

@@ -15,6 +15,7 @@ NAME = "mechanism"
 UNITS = (("tensor_pct", "tensor pipe"), ("xu_pct", "SFU pipe"), ("dram_pct", "DRAM throughput"),
          ("shared_pct", "shared-memory pipe"), ("warps_active_pct", "warps active"))
 KEY = ["side", "device_name", "workload_key"]
+MIN_GAP = 2.0  # points of peak: two rows closer than this on every unit differ by none of them
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,9 @@ def why(winner, runner_up) -> str:
             if pd.notna(winner.get(u)) and pd.notna(runner_up.get(u))]
     if not gaps:
         return "no counter read on both"
-    _, u, label = max(gaps)
+    gap, u, label = max(gaps)
+    if gap < MIN_GAP:
+        return f"the counters agree within {MIN_GAP:.0f} points: the lead is in none of these units"
     return f"{label} {winner[u]:.0f} % vs {runner_up[u]:.0f} %"
 
 
