@@ -27,6 +27,7 @@ class TritonRung(Backend):
 
     rung: str = "fa2"
     options: dict = {}
+    fp8_scheme: str | None = None  # the fp8 rung's quantisation, judged by the fp8 contract (measure/fp8_contract.py)
 
     def availability(self) -> str | None:
         try:
@@ -51,6 +52,8 @@ class TritonRung(Backend):
                 return f"head_dim {d}: the ladder's kernels take power-of-two head dims from 16 to 256"
         if w.window:
             return "a sliding window is not in the ladder's kernels"
+        if self.rung == "fp8" and w.dtype == "fp8_e4m3" and self.options.get("incoherent"):
+            return "fp8_e4m3 inputs are already quantised per tensor: incoherent processing comes before that"
         if self.rung == "decode" and w.q_len != 1:
             return f"triton-decode takes one query token per sequence (q_len {w.q_len})"
         return None
@@ -69,6 +72,10 @@ class TritonRung(Backend):
                 first, step = prefill.fa1(b)
             elif self.rung == "hopper":
                 first, step, backward = prefill.hopper(b, self.options)
+            elif self.rung == "fp8":
+                from .triton_kernels import fp8_step
+
+                first, step = fp8_step.build(b, self.options.get("incoherent", False), inputs.descale)
             else:
                 first, step, backward = prefill.fa2(b, deterministic=self.options.get("deterministic", True))
 
@@ -80,12 +87,12 @@ class TritonRung(Backend):
 
 
 def _rung(name: str, rung: str, families: set[str], description: str, options: dict | None = None,
-          **kw) -> TritonRung:
-    b = TritonRung(name=name, family="triton", role=CONTESTANT, dtypes=("bf16", "fp16"), max_head_dim=256,
-                   kernel_patterns=KERNELS,
+          fp8_scheme: str | None = None, **kw) -> TritonRung:
+    kw.setdefault("dtypes", ("bf16", "fp16"))
+    b = TritonRung(name=name, family="triton", role=CONTESTANT, max_head_dim=256, kernel_patterns=KERNELS,
                    kernel_families={"cuda": frozenset(families), "cpu": frozenset(families)},
                    description=description, **kw)
-    b.rung, b.options = rung, dict(options or {})
+    b.rung, b.options, b.fp8_scheme = rung, dict(options or {}), fp8_scheme
     return b
 
 
@@ -104,11 +111,21 @@ def make() -> list[Backend]:
         _rung("triton-decode", "decode", {"triton-decode"}, "split-KV decoding in Triton (this project's): GQA "
               "groups as matmul rows, partial O and LSE per split, a reduction kernel; contiguous or paged KV",
               modes=("decode",), accepts={"page_size": ANY}, min_capability=(8, 0)),
-    ] + [_rung(name, "hopper", {"triton-hopper", "triton-fa2"}, f"the Hopper rung in Triton (this project's), {what}; "
+    ] + [_rung(name, "fp8", {"triton-fp8"}, f"e4m3 forward in Triton (this project's), {what}",
+               modes=("prefill",), dtypes=("bf16", "fp16") + (("fp8_e4m3",) if not inc else ()),
+               options={"incoherent": inc}, min_capability=(8, 9), fp8_scheme=scheme)
+         for name, inc, what, scheme in FP8_VARIANTS] + [_rung(name, "hopper", {"triton-hopper", "triton-fa2"}, f"the Hopper rung in Triton (this project's), {what}; "
                "its backward is triton-fa2's", modes=modes[:3], options=features, min_capability=(9, 0))
          for name, features, what in HOPPER_VARIANTS]
 
 
+# e4m3 with one scale per 128 rows (16-bit inputs quantised in the step), P as e4m3 of P·448; the contract's scheme
+# (backends/fp8_quant.py); an fp8_e4m3 workload's inputs are its per-tensor codes, which the emulation takes as given
+FP8_VARIANTS = (
+    ("triton-fp8", False, "per-block scales, P quantised", "e4m3,block128,p-e4m3x448"),
+    ("triton-fp8-incoherent", True, "per-block scales after a random Hadamard turn of Q and K (FA3 §3.3)",
+     "e4m3,block128,incoherent,p-e4m3x448"),
+)
 # FA3 Table 2's ablation as declared variants, each adding one feature to the one before (TMA loads in all)
 HOPPER_VARIANTS = (
     ("triton-hopper-base", {"tma": True}, "TMA tensor descriptors, 2-stage pipeline"),
