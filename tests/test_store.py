@@ -256,7 +256,11 @@ def test_markdown_lists_every_column():
 
     for c in MODEL_STEPS.columns:  # the model-step rows, declared as the attempts' are
         assert f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" in md
-    assert md.count("| `") == len(ATTEMPT_COLUMNS) + len(RUN_COLUMNS) + len(MODEL_STEPS.columns)
+    from attnbench.record import COUNTERS
+
+    for c in COUNTERS.columns:  # the counters of attempts (issue 39)
+        assert f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" in md
+    assert md.count("| `") == len(ATTEMPT_COLUMNS) + len(RUN_COLUMNS) + len(MODEL_STEPS.columns) + len(COUNTERS.columns)
     assert md.index("## attempts") < md.index("`status`") < md.index("## runs") < md.index("## model_rows")
 
 
