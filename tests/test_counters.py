@@ -137,12 +137,13 @@ def test_the_counters_step_and_the_sink_make_the_counters_row(tmp_path, monkeypa
     the collected counters beside the attempt's values, the sink writes them as the attempt's counters row."""
     from types import SimpleNamespace
 
-    from attnbench.runner import counters_phase
+    from attnbench.runner import counters_phase, gates, steps
+
     monkeypatch.setenv(counters.COLLECTOR_ENV, "fake")
     a = SimpleNamespace(spec={"backend": "b", "workload": {"seqlen": 0}, "device": "cpu", "counters": "standard"},
                         res={"status": "OK"})
-    assert counters_phase.wanted(a) and not counters_phase.wanted(SimpleNamespace(spec={}))
-    counters_phase.collect(a)
+    assert gates.counters_requested(a) and not gates.counters_requested(SimpleNamespace(spec={}))
+    steps.counters(a)
     rest, got = counters_phase.split({**a.res})
     assert rest == {"status": "OK"} and got["tensor_pct"] == 63.0
     row = store_counters.row_of(make_row(0), got, "run")

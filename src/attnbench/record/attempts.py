@@ -67,8 +67,8 @@ _TIMING = [
        DERIVED, TIMED),
     _c("wall_s", float, "wall seconds of the whole attempt, including the start of a worker started for it alone",
        EXECUTOR, required_by=ALL),
-    _c("phases_s", dict, "JSON wall seconds per phase: inputs, prepare, cold_call, check, hard, probe, memory, timing, recheck",
-       ATTEMPT, RAN),
+    _c("phases_s", dict, "JSON wall seconds per phase: inputs, prepare, cold_call, check, hard, probe, memory, timing, "
+                         "recheck, counters", ATTEMPT, RAN),
     _c("cold_start_us", float, "first call, compilation and autotuning included (host clock, synchronized)",
        ATTEMPT, RAN, ONLY_OK),
     _c("peak_mem_bytes", int, "peak device memory of one call above its inputs (CUDA only)", ATTEMPT, RAN),

@@ -14,7 +14,7 @@ from ..measure.device import bind
 from ..measure.inputs import fingerprint, make_inputs
 from ..status import Status, failure
 from ..workloads import Workload
-from . import counters_phase, gates, process_state, steps
+from . import gates, process_state, steps
 from .steps import Attempt, Clock
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ STEPS: tuple[Step, ...] = (
     Step("confirm_cache", steps.confirm_cache, "recheck", when=gates.cache_suspected),
     Step("cache_gate", gates.not_from_cache),
     Step("repeat_gate", gates.repeated_values, when=lambda a: a.w.fresh_inputs),  # issue 42.2
-    Step("counters", counters_phase.collect, "counters", when=counters_phase.wanted),  # issue 39: OK rows only
+    Step("counters", steps.counters, "counters", when=gates.counters_requested),  # issue 39: OK rows only
 )
 
 

@@ -210,6 +210,11 @@ def rechecked(a) -> Decision | None:
     return (Status.INCORRECT, a.why) if a.why else None
 
 
+def counters_requested(a) -> bool:
+    """Whether the run asked for the counters phase (run --counters; issue 39)."""
+    return bool(a.spec.get("counters"))
+
+
 def cache_suspected(a) -> bool:
     """Whether the calls on new values (a.fresh) were slow enough against the timed median to suspect
     that the timed calls answered from a cache (to be confirmed at one moment: not_from_cache)."""

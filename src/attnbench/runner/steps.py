@@ -172,6 +172,17 @@ def late_probe(a: Attempt) -> None:
             res["undeclared_share"] = max(share, res["undeclared_share"] or 0.0)
 
 
+def counters(a: Attempt) -> None:
+    """issue 39: the attempt's step replayed once under the collector, after every gate (OK attempts only) and
+    outside every timed sample; the counters (or the note saying why none were read) travel beside the row's
+    values (runner/counters_phase.py) and become its counters row."""
+    from ..measure import counters as collect
+    from .counters_phase import COUNTERS_KEY
+
+    spec = {k: a.spec.get(k) for k in ("backend", "workload", "device", "seed", "inputs", "plugins")}
+    a.res[COUNTERS_KEY] = collect.collect(spec, a.spec["counters"])
+
+
 def recheck(a: Attempt) -> None:
     a.why = checks.recheck(a)
 
