@@ -87,6 +87,12 @@ _CORRECTNESS = [
        RAN, ONLY_OK),
     _c("hard_err_ratio", float, "worst error ratio on the hard input distributions the timed calls did not use "
                                 "(outliers, large-logits; measure/inputs.py)", ATTEMPT, RAN),
+    # issue 40 (the fp8 numerical contract; max_abs_err, rmse and cosine above are the protocol's others)
+    _c("rel_l2", float, "relative L2 error of the output against float64, norm(o - ref) / norm(ref), worst checked set "
+                        "(NULL in rows stored before it)", ATTEMPT, RAN),
+    _c("fp8_ratio", float, "output RMS error over its declared fp8 scheme's emulated error on the same inputs, worst "
+                           "slice (measure/fp8_contract.py; INCORRECT beyond its factor); NULL: no fp8 scheme",
+       ATTEMPT, RAN),
 ]
 _DISPATCH = [
     _c("dispatch_status", str, "probed or unprobed", ATTEMPT, RAN, ONLY_OK),
