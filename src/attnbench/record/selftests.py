@@ -15,7 +15,7 @@ SELFTEST_COLUMNS: tuple[Column, ...] = (
     _c("caught", int, "classes caught (a gate's status, or a cache class's timed calls uncached)", SELFTEST),
     _c("passed", bool, "1 when every class was caught and the honest control kernel was OK", SELFTEST),
     _c("control", str, "the honest control kernel's status (and reason when not OK)", SELFTEST),
-    _c("fresh_inputs", bool, "1 when the run gave the timed calls fresh input values", SELFTEST),
+    _c("fresh_inputs", bool, "1 when the cache classes ran with fresh input values (the fresh_inputs axis)", SELFTEST),
     _c("wall_s", float, "the selftest's wall seconds, workers' start included", SELFTEST),
     _c("versions", dict, "JSON: torch, CUDA, driver, ... the run recorded", SELFTEST),
     _c("verdicts", list, "JSON: per class its verdict (a status, UNCACHED, MISSED or NOT RUN) and why", SELFTEST),

@@ -2,7 +2,7 @@
 table (store/model_rows.py) is made by the first model run and described here too."""
 from __future__ import annotations
 
-from ..record import COLUMNS, COUNTERS, JSON_NAMES, MODEL_STEPS, NAMES, Status
+from ..record import COLUMNS, COUNTERS, JSON_NAMES, MODEL_STEPS, NAMES, SELFTESTS, Status
 from ..workloads.axes import AXES
 from .samples import SAMPLES_DDL
 
@@ -109,6 +109,12 @@ def markdown() -> str:
               f"export --table {COUNTERS.name}` writes these columns.", "",
               "| column | type | meaning | from |", "| --- | --- | --- | --- |"]
     lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" for c in COUNTERS.columns]
+    lines += ["", f"## {SELFTESTS.name}", "",  # issue 42.1
+              "One row per `attnbench selftest --db STORE` (made by its first one; docs/usage.md), keyed by "
+              "`selftest_id`: the verdict of each class of misbehaving kernel on one device. The report's "
+              "methodology page shows the last one per device.", "",
+              "| column | type | meaning |", "| --- | --- | --- |"]
+    lines += [f"| `{c.name}` | {c.sql} | {c.doc} |" for c in SELFTESTS.columns]
     lines += ["", "## samples", "", "Each attempt row's `samples_us` as numbers, written with the row (schema 11; an older "
               "store's filled when it is opened for writing): `attempt_key`, `n` (how many), `q05`, `q50`, `q95`, "
               "`q99` (their quantiles, linear interpolation) and `data` (the samples as little-endian float64 bytes). "
