@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue 41 on one H200: the triton ladder's GPU tests, then the ladder grid (every rung beside sdpa-cudnn, sdpa-flash
+# and fa4 when staged, in one store) and the Hopper ablation grid, then the ratio table against the issue's targets.
+# Run from the repository root:  BUDGET=240 bash lab/h200_triton.sh   (PYTHONPATH=src is set here; FULL=1 adds
+# quick's N >= 4k prefill rows of the ladder grid, which the default budget leaves out)
+# Leaves in $OUT/triton/: ladder.sqlite (every run, one store), ladder.jsonl.gz (its export), tests.txt, run-*.txt,
+# table.txt; prints last the ratio table (lab/triton_ladder_table.py).
+set -u
+export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src
+OUT=${OUT:-/tmp/out}; D=$OUT/triton; mkdir -p "$D"
+BUDGET=${BUDGET:-240}; T0=$SECONDS
+left() { echo $(( BUDGET - (SECONDS - T0) )); }
+DB=$D/ladder.sqlite
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
+python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+# Triton's compiled kernels kept for the whole recipe: a config compiled by the tests is loaded, not rebuilt, later
+export TRITON_CACHE_DIR=/tmp/triton-ladder-cache
+VENDORS=sdpa-cudnn,sdpa-flash
+for b in fa4 cudnn-fe; do  # staged wheels: used when the backend says it is available
+  python3 -c "import sys; from attnbench.backends.registry import builtin; b = {x.name: x for x in builtin()}['$b']; \
+why = b.availability(); print('$b:', why or 'available'); sys.exit(1 if why else 0)" 2>/dev/null \
+    && { [ $b = fa4 ] && VENDORS=$VENDORS,fa4; [ $b = cudnn-fe ] && CUDNN_FE=1; } || echo "$b: not importable here (skipped)"
+done
+ARGS="--repeats 1 --max-time 0.3 --timeout 120"
+step() {  # step NAME SHARE_OF_WHAT_IS_LEFT(%) attnbench-run-args...: one run into the store, its own time limit
+  local name=$1 share=$2; shift 2
+  local lim=$(( $(left) * share / 100 )); [ $lim -lt 20 ] && lim=20
+  local t=$SECONDS
+  timeout $lim python3 -m attnbench run $ARGS --db $DB --tag ladder "$@" > $D/run-$name.txt 2>&1
+  echo "run $name: exit $? after $((SECONDS - t)) s (limit $lim s); $(tail -1 $D/run-$name.txt)"
+}
+# 1. GPU tests (correctness through every gate; the first candidate config only: speed is the runs' business)
+t=$SECONDS
+ATTNBENCH_TRITON_TUNE=first timeout $(( $(left) * 30 / 100 )) python3 -m pytest -q -m gpu tests/test_triton_ladder.py \
+  -p no:cacheprovider -x -q > $D/tests.txt 2>&1
+echo "gpu tests: exit $? after $((SECONDS - t)) s; $(tail -1 $D/tests.txt)"
+grep -E "^(FAILED|ERROR)|Error|assert" $D/tests.txt | head -8
+# 2. the ladder's anchor rows: prefill B1 Hq64 Hkv8 N16k (each rung, the vendors), fwd+bwd, decode B8, fp8 codes
+step prefill 30 --grid ladder --where batch=1 --where q_heads=64 --modes prefill --dtype bf16 \
+  --backends $VENDORS,triton-fa2,triton-hopper,triton-fp8,triton-fp8-incoherent,triton-fa1
+step fwdbwd 25 --grid ladder --modes train_fwd_bwd --backends $VENDORS,triton-fa2,triton-hopper
+step decode 30 --grid ladder --modes decode --where batch=8 --backends sdpa-flash,sdpa-cudnn,triton-decode${CUDNN_FE:+,cudnn-fe}
+step fp8 25 --grid ladder --dtype fp8_e4m3 --backends triton-fp8${CUDNN_FE:+,cudnn-fe}
+# 3. the ablation: FA3 Table 2 as one grid of the Hopper variants (and the vendors beside them)
+step ablation 70 --grid ablation --backends triton-hopper-base,triton-hopper-ws,triton-hopper-ws-pipe,triton-hopper,$VENDORS
+if [ "${FULL:-0}" = 1 ]; then
+  step quick 90 --grid ladder --where q_heads=32 --modes prefill --backends $VENDORS,triton-fa2,triton-hopper
+fi
+# 4. the figures
+python3 -m attnbench export --db $DB --out $D/ladder.jsonl.gz > /dev/null 2>&1 || echo "export failed"
+python3 -m attnbench show --db $DB --rank > $D/show.txt 2>&1
+python3 lab/triton_ladder_table.py $D/ladder.jsonl.gz | tee $D/table.txt
+echo "total $((SECONDS - T0)) s of $BUDGET"
