@@ -18,9 +18,10 @@ FWD = {64: [_c(128, 64, 4, 3), _c(128, 128, 8, 3), _c(64, 64, 4, 3)],
        128: [_c(128, 64, 8, 3), _c(128, 128, 8, 2), _c(64, 64, 4, 3)],
        256: [_c(64, 64, 8, 2), _c(128, 32, 8, 2), _c(64, 32, 4, 2)]}
 # Backward: BLOCK_N the KV rows a dK/dV program holds, BWD_M the query rows per step; BLOCK_M the query rows a
-# dQ program holds, BWD_N the KV rows per step.
-BWD = {64: [_c(128, 128, 8, 2, BWD_M=32, BWD_N=32), _c(64, 64, 4, 2, BWD_M=32, BWD_N=32)],
-       128: [_c(128, 128, 8, 2, BWD_M=32, BWD_N=32), _c(64, 64, 4, 2, BWD_M=32, BWD_N=32),
+# dQ program holds, BWD_N the KV rows per step. The first candidate of each list is the one least likely to spill
+# (ATTNBENCH_TRITON_TUNE=first takes it).
+BWD = {64: [_c(64, 64, 4, 2, BWD_M=32, BWD_N=32), _c(128, 128, 8, 2, BWD_M=32, BWD_N=32)],
+       128: [_c(64, 64, 4, 2, BWD_M=32, BWD_N=32), _c(128, 128, 8, 2, BWD_M=32, BWD_N=32),
              _c(64, 64, 4, 2, BWD_M=64, BWD_N=64)],
        256: [_c(64, 64, 8, 1, BWD_M=32, BWD_N=32), _c(32, 32, 4, 1, BWD_M=32, BWD_N=32)]}
 
