@@ -10,8 +10,8 @@ T0=$SECONDS; left() { echo $((BUDGET - (SECONDS - T0) - 5)); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv,noheader 2>&1 | head -1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
 # the CPU subset beside the GPU run: its own workers, on the host's cores
-( timeout $(( $(left) < 100 ? $(left) : 100 )) python3 -m attnbench selftest --device cpu --json "$S/selftest_cpu.json" \
-    > "$S/cpu.txt" 2>&1; echo "cpu exit $?" >> "$S/cpu.txt" ) &
+( timeout $(( $(left) < 100 ? $(left) : 100 )) python3 -m attnbench selftest --device cpu \
+    --json "$S/selftest_cpu.json" > "$S/cpu.txt" 2>&1; echo "cpu exit $?" >> "$S/cpu.txt" ) &
 CPU_PID=$!
 t=$SECONDS
 timeout $(( $(left) < 130 ? $(left) : 130 )) python3 -m attnbench selftest --device cuda --json "$S/selftest.json" \
@@ -20,9 +20,11 @@ echo "cuda exit $? after $((SECONDS - t)) s" >> "$S/cuda.txt"
 wait $CPU_PID
 cat "$S/cuda.txt"; echo; cat "$S/cpu.txt"; echo
 if [ "$(left)" -gt 100 ]; then
-  timeout $(left) python3 -m pytest -q -m gpu tests/test_selftest.py -p no:cacheprovider 2>&1 | tail -4 | tee "$S/pytest.txt"
+  timeout $(left) python3 -m pytest -q -m gpu tests/test_selftest.py -p no:cacheprovider 2>&1 | tail -4 \
+    | tee "$S/pytest.txt"
 else
-  echo "GPU test not run: $(left) s of the budget left (it runs the same command again; BUDGET=300 for both)" | tee "$S/pytest.txt"
+  echo "GPU test not run: $(left) s of the budget left (it runs the same command again; BUDGET=300 for both)" \
+    | tee "$S/pytest.txt"
 fi
 python3 - "$S" <<'PY'
 import json, sys, pathlib
@@ -40,8 +42,8 @@ for n in names:
     print(f"{n:<20} {cell(res['cuda'], n):<28} {cell(res['cpu'], n):<28}")
 for k, r in res.items():
     if r:
-        print(f"{k}: {r['caught']}/{r['classes']} caught, control {r['control'][:60]}, fresh inputs {r['fresh_inputs']}, "
-              f"{r['wall_s']} s, {r['device_name']}")
+        print(f"{k}: {r['caught']}/{r['classes']} caught, control {r['control'][:60]}, "
+              f"fresh inputs {r['fresh_inputs']}, {r['wall_s']} s, {r['device_name']}")
     else:
         print(f"{k}: no result (see {k}.txt)")
 PY

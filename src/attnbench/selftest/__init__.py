@@ -1,1 +1,2 @@
-"""attnbench selftest: the shipped misbehaving kernels (kernels.py), their classes and verdicts (classes.py), the run (suite.py)."""
+"""attnbench selftest: the shipped misbehaving kernels (kernels.py), their classes and verdicts (classes.py),
+the run (suite.py)."""

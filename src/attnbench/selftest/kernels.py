@@ -282,7 +282,8 @@ class Unwritten(Pinned):
 
 
 class WrongGrad(Pinned):
-    """Right forward values; the gradient reaching K is 20 % too large (beyond any bf16 tolerance) (a backward bug the forward never shows)."""
+    """Right forward values; the gradient reaching K is 20% too large, beyond any bf16 tolerance (a backward bug
+    the forward never shows)."""
 
     def prepare(self, w, inputs):
         import torch

@@ -75,10 +75,11 @@ def _checked_path(name: str, flag: str) -> Path:
 def _print(result) -> None:
     width = max((len(v.case) for v in result.verdicts), default=10)
     o = console.out
-    o.print(f"selftest on {escape(result.device)} ({escape(result.device_name or '?')}); fresh inputs "
-            f"{'on for the cache classes' if result.fresh_inputs else 'not in this build (the cache classes run without)'}", soft_wrap=True)
+    fresh = "on for the cache classes" if result.fresh_inputs else "not in this build (the cache classes run without)"
+    o.print(f"selftest on {escape(result.device)} ({escape(result.device_name or '?')}); fresh inputs {fresh}",
+            soft_wrap=True)
     for v in result.verdicts:
-        mark = "[green]caught[/]" if v.caught else "[bold red]" + ("MISSED" if v.shown == "MISSED" else "NOT RUN") + "[/]"
+        mark = "[green]caught[/]" if v.caught else f"[bold red]{'MISSED' if v.shown == 'MISSED' else 'NOT RUN'}[/]"
         shown = f"as {v.shown}" if v.caught else (v.status or "no row")
         o.print(f"  {escape(v.case):<{width}}  {mark} {escape(shown)}: {escape(v.detail[:160])}", soft_wrap=True)
     for c in result.skipped:
