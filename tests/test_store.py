@@ -256,11 +256,12 @@ def test_markdown_lists_every_column():
 
     for c in MODEL_STEPS.columns:  # the model-step rows, declared as the attempts' are
         assert f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" in md
-    from attnbench.record import COUNTERS
+    from attnbench.record import COUNTERS, TABLES
 
     for c in COUNTERS.columns:  # the counters of attempts (issue 39)
         assert f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" in md
-    assert md.count("| `") == len(ATTEMPT_COLUMNS) + len(RUN_COLUMNS) + len(MODEL_STEPS.columns) + len(COUNTERS.columns)
+    # every table of the record family (attempts, model_rows, counters, ...) and the runs
+    assert md.count("| `") == len(RUN_COLUMNS) + sum(len(t.columns) for t in TABLES.values())
     assert md.index("## attempts") < md.index("`status`") < md.index("## runs") < md.index("## model_rows")
 
 
