@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..backends.base import Backend, Inputs, Prepared
-from ..measure import correctness, dispatch, memory, telemetry, timing
+from ..measure import correctness, dispatch, fp8_contract, memory, telemetry, timing
 from ..measure.device import bind
 from ..measure.inputs import Refresher
 from ..measure.step import make_step
@@ -114,9 +114,11 @@ def cold_call(a: Attempt) -> None:
 
 
 def check_first(a: Attempt) -> None:
-    a.verdict = correctness.check(a.w, a.out, a.inputs, a.ref, a.tol)
+    a.verdict = correctness.check(a.w, a.out, a.inputs, a.ref, a.tol,
+                                  scheme=fp8_contract.scheme_of(a.backend, a.w))  # issue 40
     a.out = None  # released before the next calls allocate
     v = a.verdict
+    a.res.update(rel_l2=v.rel_l2, fp8_ratio=(v.detail.get("fp8") or {}).get("ratio"))  # issue 40
     a.res.update(max_abs_err=v.max_abs_err, rmse=v.rmse, cosine=v.cosine, err_ratio=v.err_ratio, ref_err=v.ref_err,
                  check_detail=v.detail)
 
