@@ -149,14 +149,26 @@ def test_the_cpu_subset_through_the_real_command(tmp_path, capsys):
 
 @pytest.mark.gpu
 def test_every_class_is_caught_on_the_gpu_within_two_minutes(tmp_path, capsys):
+    """The whole GPU set through the real command. ATTNBENCH_SELFTEST_RESULT may name the JSON of a
+    `selftest --device cuda` run just made (lab/h200_selftest.sh: one run of the command within its budget), which
+    is then judged instead of running it again."""
+    import os
+
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    out = tmp_path / "st.json"
-    rc = main(["selftest", "--device", "cuda", "--json", str(out)])
-    print(capsys.readouterr().out)
-    data = json.loads(out.read_text())
-    assert len(data["verdicts"]) == len(classes.CASES) and data["control"] == "OK", data
+    given = os.environ.get("ATTNBENCH_SELFTEST_RESULT")
+    if given and os.path.isfile(given):
+        data = json.loads(open(given).read())
+        rc = 0 if data["passed"] else 1
+    else:
+        out = tmp_path / "st.json"
+        rc = main(["selftest", "--device", "cuda", "--json", str(out)])
+        print(capsys.readouterr().out)
+        data = json.loads(out.read_text())
+    assert data["device"].startswith("cuda") and not data["gpu_only"], data
+    assert [v["class"] for v in data["verdicts"]] == [c.name for c in classes.CASES], data["verdicts"]
+    assert data["control"] == "OK", data["control"]
     missed = [v for v in data["verdicts"] if not v["caught"]]
     assert not missed and rc == 0, missed
     assert data["wall_s"] < 120, data["wall_s"]
