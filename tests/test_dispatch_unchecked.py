@@ -59,3 +59,19 @@ def test_show_at_80_columns_keeps_the_mark(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(console, "out", Console(width=80))
     r = cli("show", "--db", db)
     assert "be1?" in r.out and max(map(len, r.out.splitlines())) <= 80
+
+
+def test_analyze_marks_unchecked_backends(cli, tmp_path):
+    """analyze's dispatch and outcomes tables print name? for a backend with unchecked OK rows, and the JSON
+    section counts them; the report's dispatch table has the column."""
+    db = _store(tmp_path / "s.sqlite")
+    r = cli("analyze", db)
+    assert r.rc == 0, r.err
+    assert "dispatch unchecked: be1? 1" in r.out and "be0?" not in r.out
+    md = tmp_path / "a.md"
+    assert cli("analyze", db, "--md", md).rc == 0
+    assert "be1?" in md.read_text() and "be0?" not in md.read_text()
+    out = tmp_path / "a.json"
+    assert cli("analyze", db, "--json", out).rc == 0
+    rows = {x["backend"]: x["unchecked"] for x in json.loads(out.read_text())["dispatch"]}
+    assert rows["be1"] == 1 and rows["be0"] == 0

@@ -127,18 +127,25 @@ def outcomes_table(a) -> TextTable:
     statuses = a.outcomes.statuses()
     t = TextTable("Outcomes: attempts per status", ["side", "device", "backend", *statuses],
                   right=frozenset(range(3, 3 + len(statuses))))
+    seen = getattr(getattr(a, "dispatch", None), "rows", None) or []
+    unchecked = {(r.side, r.backend) for r in seen if getattr(r, "unchecked", 0)}  # issue 42.2
     for r in a.outcomes.rows:
-        t.add(r["side"], r["device_name"], r["backend"], *(int(r.get(s) or 0) for s in statuses))
+        t.add(r["side"], r["device_name"], r["backend"] + ("?" if (r["side"], r["backend"]) in unchecked else ""),
+              *(int(r.get(s) or 0) for s in statuses))
     return t
 
 
 def dispatch_table(a) -> TextTable:
-    t = TextTable("Dispatch: kernel families seen", ["side", "backend", "reached", "families", "mismatch", "probed"],
-                  right=frozenset({2, 4, 5}))
+    marked = any(getattr(r, "unchecked", 0) for r in a.dispatch.rows)  # issue 42.2
+    t = TextTable("Dispatch: kernel families seen" + (f"; {UNCHECKED_NOTE}" if marked else ""),
+                  ["side", "backend", "reached", "families", "mismatch", "probed"], right=frozenset({2, 4, 5}))
     for r in a.dispatch.rows:
-        t.add(r.side, r.backend, r.reached, ", ".join(r.families) or "-", f"{r.mismatch_pct:.0f}%",
-              f"{r.probed_pct:.0f}%")
+        t.add(r.side, r.backend + ("?" if getattr(r, "unchecked", 0) else ""), r.reached,
+              ", ".join(r.families) or "-", f"{r.mismatch_pct:.0f}%", f"{r.probed_pct:.0f}%")
     return t
+
+
+UNCHECKED_NOTE = "name?: dispatch unchecked (no kernel families declared: its OK rows' kernels were not checked)"
 
 
 def correctness_table(a) -> TextTable:
@@ -202,8 +209,13 @@ def side_lines(a) -> list[str]:
     for r in a.efficiency.summary:
         if r.median_pct_ceiling is not None:
             eff.setdefault(r.side, []).append(f"{r.mode} {r.median_pct_ceiling:.0f}%")
+    unchecked: dict[str, list[str]] = {}  # issue 42.2: OK rows no dispatch check stands behind
+    for r in getattr(getattr(a, "dispatch", None), "rows", None) or []:
+        if getattr(r, "unchecked", 0):
+            unchecked.setdefault(r.side, []).append(f"{r.backend}? {r.unchecked}")
     for side, d in status.items():
         out.append(f"{side}: " + ", ".join(f"{k} {v}" for k, v in sorted(d.items()))
+                   + (f" (dispatch unchecked: {', '.join(unchecked[side])})" if side in unchecked else "")
                    + f"; worst error ratio {num(worst.get(side), '.2f', 'not checked')}"
                    + (f"; winners' median % of ceiling: {', '.join(eff[side])}" if side in eff else ""))
     return out

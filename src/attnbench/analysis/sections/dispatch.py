@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dispatch_checked import unchecked
 from ..stats import json_list
 from .basis import Basis, RowList
 
@@ -19,6 +20,7 @@ class Seen:
     families: list[str]  # kernel families seen, sorted
     mismatch_pct: float  # % DISPATCH_MISMATCH
     probed_pct: float  # % actually probed (the rest: the profiler failed, or imported rows)
+    unchecked: int = 0  # issue 42.2: OK rows no dispatch check stands behind (dispatch_checked 0; shown name?)
 
 
 @dataclass(frozen=True)
@@ -33,5 +35,5 @@ def compute(b: Basis, done: dict) -> Dispatch:
     for (side, backend), g in reached.groupby(["side", "backend"], sort=True):
         fams = sorted({f for v in g["dispatch_families"] for f in json_list(v) if isinstance(f, str)})
         out.append(Seen(side, backend, int(len(g)), fams, 100.0 * float((g["status"] == "DISPATCH_MISMATCH").mean()),
-                        100.0 * float((g["dispatch_status"] == "probed").mean())))
+                        100.0 * float((g["dispatch_status"] == "probed").mean()), int(unchecked(g).sum())))
     return Dispatch(out)

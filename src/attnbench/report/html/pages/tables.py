@@ -30,7 +30,10 @@ def _dispatch(ctx: Context) -> str:
             Col("reached", "reached the probe", numeric=True, title="attempts that got as far as the dispatch probe"),
             Col("families", "kernel families seen", wrap=True),
             Col("mismatch_pct", "DISPATCH_MISMATCH", p, numeric=True),
-            Col("probed_pct", "probed", p, numeric=True, title="the rest: the profiler failed, or imported rows")]
+            Col("probed_pct", "probed", p, numeric=True, title="the rest: the profiler failed, or imported rows"),
+            # issue 42.2: OK rows of a backend that declares no kernel families on the device
+            Col("unchecked", "OK, dispatch unchecked", numeric=True,
+                title="OK rows no dispatch check stands behind: the backend declares no kernel families there")]
     return table(ctx.table_id(), cols, rows, "Dispatch: the kernel families each backend was seen to run")
 
 
