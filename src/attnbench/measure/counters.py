@@ -20,13 +20,12 @@ class Fake:
     def collect(self, spec: dict, metric_set: str) -> list[dict]:
         if self.fails:
             raise Unreadable(self.fails)
-        scale = 1.0 + spec["workload"].get("seqlen", 0) / 1e6
-        return [{"name": "fake_attention_kernel", "duration_ns": 900.0 * scale, "dram_read_bytes": 3.0e6,
+        return [{"name": "fake_attention_kernel", "duration_ns": 900.0, "dram_read_bytes": 3.0e6,
                  "dram_write_bytes": 1.0e6, "l2_bytes": 8.0e6, "tensor_pct": 70.0, "xu_pct": 30.0,
                  "fma_pct": 20.0, "alu_pct": 10.0, "sm_pct": 72.0, "mem_pct": 40.0, "dram_pct": 35.0,
                  "warps_active_pct": 18.0, "shared_pct": 25.0, "registers": 168.0, "smem_static": 0.0,
                  "smem_dynamic": 196608.0, "sm_clock_hz": 1.755e9, "grid": "(132, 1, 1)", "block": "(384, 1, 1)"},
-                {"name": "fake_reduce_kernel", "duration_ns": 100.0 * scale, "dram_read_bytes": 1.0e6,
+                {"name": "fake_reduce_kernel", "duration_ns": 100.0, "dram_read_bytes": 1.0e6,
                  "dram_write_bytes": 0.0, "l2_bytes": 1.0e6, "tensor_pct": 0.0, "xu_pct": 0.0,
                  "fma_pct": 40.0, "alu_pct": 30.0, "sm_pct": 20.0, "mem_pct": 60.0, "dram_pct": 55.0,
                  "warps_active_pct": 60.0, "shared_pct": 0.0, "registers": 32.0, "smem_static": 1024.0,
