@@ -54,7 +54,7 @@ echo "gpu tests: exit $? | $(tail -1 $D/tests.txt)"
 python3 - "$D" <<'PY'
 import json, sqlite3, statistics, sys
 d = sys.argv[1]
-AX = ("mode", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim", "causal", "launch")
+AX = ("mode", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim", "causal", "causal_align", "launch")
 def rows(name):
     try:
         con = sqlite3.connect(f"{d}/{name}.sqlite"); con.row_factory = sqlite3.Row

@@ -114,8 +114,8 @@ def test_run_fresh_inputs_sets_the_axis():
 @pytest.mark.gpu
 @pytest.mark.parametrize("launch", ["eager", "graph"])
 def test_gpu_value_cache_caught_and_honest_ok(launch):
-    """On a GPU, eager and graph: the value cache is IMPLAUSIBLE with fresh inputs, OK without; an honest
-    kernel is OK with fresh inputs and its refills were outside the samples."""
+    """On a GPU, eager and graph: an honest kernel is OK with fresh inputs, a refill before every timed call;
+    eager: the value cache is OK without fresh inputs and IMPLAUSIBLE with them, as are the other caches."""
     import torch
 
     if not torch.cuda.is_available():
@@ -134,6 +134,8 @@ def test_gpu_value_cache_caught_and_honest_ok(launch):
     assert good["status"] == "OK", good["reason"]
     seen = good["check_detail"]["fresh_inputs"]
     assert seen["refills"] >= len(good["samples_us"]) * good["calls_per_sample"]
+    if launch == "graph":  # the caches read their keys on the host: no graph captures them
+        return
     assert one("fake-value-cache", False)["status"] == "OK"  # as stored without fresh inputs
     caught = one("fake-value-cache", True)
     assert caught["status"] == "IMPLAUSIBLE", (caught["status"], caught["reason"])
