@@ -69,8 +69,13 @@ def test_the_exit_code_is_zero_only_when_every_class_is_caught_and_the_control_i
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path):
     assert main(["selftest", "--only", "no-such-class"]) == 2
     assert main(["selftest", "--json", str(tmp_path / "missing" / "x.json")]) == 2
+    (tmp_path / "no.sqlite").write_text("not a store")
+    assert main(["selftest", "--db", str(tmp_path / "no.sqlite")]) == 2
+    # a device this host lacks is refused before the store is made
+    assert main(["selftest", "--device", "cuda:99", "--db", str(tmp_path / "new.sqlite")]) == 2
+    assert not (tmp_path / "new.sqlite").exists()
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "no class 'no-such-class'" in err[0], err
+    assert len(err) == 4 and "no class 'no-such-class'" in err[0], err
 
 
 def test_one_class_and_a_planted_one_in_process():

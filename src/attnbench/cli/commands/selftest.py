@@ -41,9 +41,13 @@ def run(args) -> int:
     unknown = [n for n in args.only or () if n not in {c.name for c in CASES}]
     if unknown:
         raise UsageError(f"--only: no class {unknown[0]!r}; the classes: {', '.join(c.name for c in CASES)}")
+    from ...runner.options import check_device
+
+    if args.device is not None:
+        check_device(args.device)  # a device this host lacks: one line, exit 2, before any file is made
     out = _checked_path(args.json, "--json") if args.json else None
     db = _checked_path(args.db, "--db") if args.db else None
-    if db is not None:  # a file that is no store is refused now, not after the run
+    if db is not None and db.exists():  # a file that is no store is refused now, not after the run
         from ...store.db import Store
 
         Store(db).close()
