@@ -65,6 +65,12 @@ def test_bound_rule(values, host, bound):
     assert got == bound and evidence
 
 
+def test_no_latency_bound_from_a_set_that_reads_only_some_units():
+    bound, evidence = counters_bound.classify({"dram_pct": 30.0, "kernels": [{}]}, 0)  # the bytes set
+    assert bound is None and "not read" in evidence
+    assert counters_bound.classify({"dram_pct": 90.0, "kernels": [{}]}, 0)[0] == "memory"
+
+
 def test_no_bound_without_counters_and_bytes_ratio():
     assert counters_bound.classify({"note": "not permitted", "tensor_pct": 90}) == (None, None)
     assert counters_bound.bytes_ratio({"dram_read_bytes": 3.0e6, "dram_write_bytes": 1.0e6}, 2.0e6) == 2.0

@@ -26,6 +26,8 @@ def classify(counters: dict, host_bound=None) -> tuple[str | None, str | None]:
     value, _, bound, label = max(seen, key=lambda s: (s[0], -s[1]))
     if value >= LIMIT_PCT:
         return bound, f"{label} {value:.0f} % of peak (>= {LIMIT_PCT:.0f})"
+    if len(seen) < len(UNITS):  # a smaller set (bytes): a unit not read may be the limit
+        return None, f"{label} {value:.0f} % of peak; {len(UNITS) - len(seen)} unit(s) not read: no bound"
     warps = counters.get("warps_active_pct")
     occ = f"; warps active {warps:.0f} %" if warps is not None else ""
     return "latency", f"no unit at {LIMIT_PCT:.0f} % of peak (highest: {label} {value:.0f} %){occ}"
