@@ -69,3 +69,18 @@ def test_the_printed_command_remeasures_the_same_workload_key(cli, tmp_path, mon
     assert sorted((x["workload_key"], x["backend"]) for x in again) == \
         sorted((x["workload_key"], x["backend"]) for x in frame)
     assert all(x["fresh_inputs"] == 1 for x in again)
+
+
+def test_the_report_gives_a_repro_per_failed_attempt(cli, tmp_path):
+    """The report's table of attempts that did not end OK has a re-measure column: the row's command and block."""
+    from attnbench.store.db import Store
+
+    s = Store(tmp_path / "s.sqlite")
+    s.start_run("run-a", "default", "g", "attnbench run --grid smoke --seed 5", "CPU test", {"ceilings": {}})
+    s.insert_many([make_row(0), make_row(1, status="INCORRECT", reason="wrong", median_us=None, p95_us=None,
+                                          samples_us=None)])
+    s.finish_run("run-a")
+    s.close()
+    assert cli("report", tmp_path / "s.sqlite", "--out", tmp_path / "site").rc == 0
+    page = (tmp_path / "site" / "tables.html").read_text()
+    assert "attnbench run --config repro-" in page and "--seed 5" in page

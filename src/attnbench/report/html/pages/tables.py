@@ -66,12 +66,26 @@ def _failures(ctx: Context) -> str:
     df = ctx.data.df
     failed = df[df["status"] != "OK"]
     rows = []
-    for r in failed[[c for c in FAILURE_COLS if c in failed.columns]].to_dict(orient="records"):
-        rows.append({**r, "workload": workload_text(r)})
+    repro = _repro(ctx, failed)
+    for r, cmd in zip(failed[[c for c in FAILURE_COLS if c in failed.columns]].to_dict(orient="records"), repro):
+        rows.append({**r, "workload": workload_text(r), "repro": cmd})
     cols = [Col("label", "store"), Col("backend", "backend"), Col("status", "status"), Col("workload", "workload"),
-            Col("repeat", "repeat", numeric=True), Col("reason", "reason", wrap=True, cut=REASON_CHARS)]
+            Col("repeat", "repeat", numeric=True), Col("reason", "reason", wrap=True, cut=REASON_CHARS),
+            Col("repro", "re-measure", cut=24, title="the attnbench run command and YAML grid block that re-measure "
+                                                     "the attempt, with the versions it ran under (show --repro)")]
     return table(ctx.table_id(), cols, rows, f"Every attempt that did not end OK ({len(rows):,}), with the reason "
                                              "its backend or the runner gave (long reasons cut; hover for the whole)")
+
+
+def _repro(ctx: Context, rows) -> list[str]:
+    """Per row, its repro (issue 42.4; analysis/repro.py): the command, the YAML block and the versions, as text."""
+    from ....analysis.repro import repro_frame
+
+    runs = [r for label_runs in ctx.data.runs.values() for r in label_runs]
+    frame = repro_frame(rows, runs) if len(rows) else None
+    if frame is None:
+        return []
+    return [f"{c}\n{y}\nran under: {v}" for c, y, v in zip(frame["command"], frame["yaml"], frame["versions"])]
 
 
 def applies(data) -> bool:
