@@ -33,8 +33,8 @@ COUNTER_COLUMNS: tuple[Column, ...] = (
     _c("dram_pct", float, f"DRAM throughput, {_PCT} over elapsed cycles, time-weighted", COLLECTED),
     _c("warps_active_pct", float, "achieved occupancy: warps active over the SM's maximum, time-weighted",
        COLLECTED),
-    _c("shared_pct", float, f"shared-memory (LSU) wavefronts, {_PCT}, time-weighted (TMA and wgmma operand reads "
-                            "are not LSU traffic)", COLLECTED),
+    _c("shared_pct", float, f"shared-memory wavefronts of the L1 data pipe (wgmma operand reads included), {_PCT}, "
+                            "time-weighted", COLLECTED),
     _c("main_kernel", str, "the longest kernel of the call", COLLECTED),
     _c("registers", int, "registers per thread of the longest kernel", COLLECTED),
     _c("smem_per_block", int, "shared memory per block (static + dynamic) of the longest kernel, bytes", COLLECTED),
