@@ -28,7 +28,7 @@ def test_the_registry_is_the_json_in_order(data):
     names = [s.NAME for s in sections.SECTIONS]
     assert len(set(names)) == len(names)
     assert names == ["sources", "host_pace", "definitions", "winners", "transfer", "pairs", "outcomes", "dispatch",
-                     "correctness", "efficiency", "mechanism"]
+                     "correctness", "efficiency", "mechanism", "ladder"]
     a = analyze.of(data)
     assert list(a.to_json()) == ["by", *names] and list(a.results) == names
     assert a.winners is a.results["winners"] and a.sources.rows[0].label == "x"

@@ -188,3 +188,30 @@ def test_rung_on_gpu_passes_every_gate(name, kw):
     if name.startswith("triton-fp8") and torch.cuda.get_device_capability() < (8, 9):
         pytest.skip("e4m3 needs compute capability 8.9")
     ok(run(name, device="cuda", **kw), fam)
+
+
+# ---- the ladder as a result: analyze's section and the report's page ------------------------------------
+
+def test_the_ladder_section_and_page_show_each_rung_beside_sdpa_flash(tmp_path):
+    """A store with two rungs and sdpa-flash (CPU, interpreter): analyze's ladder section lists both rungs with their
+    chosen config and sdpa-flash beside them, and the report has a ladder page naming them."""
+    yaml = tmp_path / "g.yaml"
+    yaml.write_text("name: tiny\nworkloads:\n  - {mode: prefill, batch: 1, seqlen: 32, q_heads: 2, kv_heads: 1, "
+                    "head_dim: 16, causal: true}\n")
+    db, env = tmp_path / "s.sqlite", {**os.environ, "TRITON_INTERPRET": "1",
+                                      "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    cli = [sys.executable, "-m", "attnbench"]
+    done = subprocess.run(cli + ["run", "--config", str(yaml), "--backends", "sdpa-flash,triton-fa2,triton-fa1",
+                                 "--repeats", "1", "--max-time", "0.05", "--db", str(db), "--device", "cpu"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    subprocess.run(cli + ["analyze", str(db), "--json", str(tmp_path / "a.json")], check=True, capture_output=True,
+                   env=env, timeout=300)
+    rungs = json.loads((tmp_path / "a.json").read_text())["ladder"]
+    assert {r["rung"] for r in rungs} == {"triton-fa1", "triton-fa2"}
+    assert all(r["sdpa_flash"] is not None and "BLOCK_M" in r["kernel_config"] for r in rungs)
+    assert [r["target"] for r in rungs if r["rung"] == "triton-fa2"] == [0.70]
+    subprocess.run(cli + ["report", str(db), "--out", str(tmp_path / "site")], check=True, capture_output=True,
+                   env=env, timeout=300)
+    page = (tmp_path / "site" / "ladder.html").read_text()
+    assert "triton-fa1" in page and "triton-fa2" in page

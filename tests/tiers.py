@@ -85,6 +85,8 @@ FULL = {
     # ---- the triton ladder (issue 41): one child under the interpreter for the other rungs, variants, dtypes, layouts
     "tests/test_triton_ladder.py::test_every_rung_passes_every_gate[*]":
         "test_triton_ladder's default rows: fa2 forward+backward (bottom-right causal, GQA) and paged split-KV decode",
+    "tests/test_triton_ladder.py::test_the_ladder_section_and_page_show_each_rung_beside_sdpa_flash":
+        "the section reads rows as every section does (test_sections); the rows themselves: test_triton_ladder's default rows",
     # ---- issue 42.4: two spawned CPU runs (1-2 min on a loaded 2-core host)
     "tests/test_repro.py::test_the_printed_command_remeasures_the_same_workload_key":
         "the YAML block names the row's workload key: test_repro::test_the_yaml_block_names_exactly_the_rows_workload",

@@ -5,8 +5,8 @@ with to_json(), or None where it has nothing to say); `done` holds the results o
 it. Adding a section is one new module plus one entry in SECTIONS (and its renderers where it shows)."""
 from __future__ import annotations
 
-from . import (correctness, definitions, dispatch, efficiency, host_pace, mechanism, outcomes, pairs, sources, transfer,
-               winners)
+from . import (correctness, definitions, dispatch, efficiency, host_pace, ladder, mechanism, outcomes, pairs, sources,
+               transfer, winners)
 
 SECTIONS = (sources, host_pace, definitions, winners, transfer, pairs, outcomes, dispatch, correctness, efficiency,
-            mechanism)
+            mechanism, ladder)

@@ -3,9 +3,9 @@ the stores give it anything to show) and body(ctx) -> HTML; adding one is a new 
 PAGES. The first page that applies is the site's index.html."""
 from __future__ import annotations
 
-from . import decode, mechanism, methodology, model, overview, portability, prefill, tables
+from . import decode, ladder, mechanism, methodology, model, overview, portability, prefill, tables
 
-PAGES = (overview, prefill, decode, portability, tables, mechanism, model, methodology)
+PAGES = (overview, prefill, decode, portability, tables, mechanism, ladder, model, methodology)
 INDEX = "index.html"
 
 
