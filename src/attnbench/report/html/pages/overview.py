@@ -91,13 +91,18 @@ def _builds(ctx: Context) -> str:
     f = rate  # a CPU's matmul ceiling is a fraction of a TFLOP/s: never "0"
     ccols = [Col("label", "store"), Col("run_id", "run"), Col("device", "device"),
              Col("copy_gbps", "copy GB/s", f, numeric=True, title="device-to-device copy, bytes read + written"),
-             Col("read_gbps", "read GB/s", f, numeric=True, title="float32 reduction, read only (recorded only)"),
+             Col("read_gbps", "read GB/s", f, numeric=True, title="fastest of three float32 reductions, read only: "
+                 "decode's ceiling"),
+             Col("dram_peak_gbps", "DRAM GB/s", f, numeric=True, title="theoretical: NVML bus width x max memory "
+                 "clock x 2; no row reads faster (docs/method/ceilings.md)"),
+             Col("datasheet_tflops_bf16", "bf16 datasheet TFLOP/s", f, numeric=True,
+                 title="dense tensor peak at the datasheet's SM clock; rows are judged at their own sampled clock"),
              *[Col(f"matmul_tflops_{d}", f"{d} matmul TFLOP/s", f, numeric=True) for d in ("bf16", "fp16", "fp32")],
              Col("host_op_us", "host µs / eager op", lambda v: f"{v:.2f}", numeric=True,
                  title="the host's time to issue one small eager op: the pace of host-bound eager rows")]
     return out + table(ctx.table_id(), ccols, ceil_rows,
                        "Measured ceilings of each run: what % of ceiling divides by (matmul rate of the row's dtype; "
-                       "copy bandwidth for decode)")
+                       "read bandwidth for decode)")
 
 
 def _statuses(ctx: Context, overviews: dict) -> str:
