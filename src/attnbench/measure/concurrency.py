@@ -35,8 +35,8 @@ def read(device: str, roots: set[int] | None = None, holds_context: bool = True)
     and their descendants; default: this process and its parent, the supervisor), `util` (GPU utilisation %,
     NVML's last sample period), `load` (the host's 1-minute load average) and, when the PIDs cannot be told, `why`.
     `holds_context`: this process has a CUDA context on the GPU, so NVML must list it; when it does not, NVML's
-    PIDs are of another PID namespace (a container) and which one is ours is unknown: every PID is reported, and
-    `why` says so. Never raises."""
+    PIDs are of another PID namespace (a container) and which are ours is unknown: every PID is reported, `why`
+    says so, and shared() cannot tell. Never raises."""
     out: dict = {"load": _load()}
     if not device.startswith("cuda"):
         return {**out, "why": NO_GPU}
@@ -58,7 +58,7 @@ def read(device: str, roots: set[int] | None = None, holds_context: bool = True)
     if holds_context and listed and os.getpid() not in listed:
         out["pids"] = sorted(listed)
         out["why"] = (f"NVML lists PIDs of another PID namespace ({os.getpid()} is not among them): the run's own "
-                      "process is one of them")
+                      "processes are among them and cannot be told apart")
         return out
     out["pids"] = sorted(p for p in listed if not ours(p, roots))
     return out
@@ -76,11 +76,12 @@ def _pids_text(r: dict) -> str | None:
 
 
 def shared(r: dict) -> bool | None:
-    """Whether a reading saw another process on the GPU; None when it could not tell. A reading of another PID
-    namespace (why set, PIDs listed) counts ours as one of them."""
-    if "pids" not in r:
+    """Whether a reading saw another process on the GPU; None when it could not tell: no PIDs read, or PIDs of
+    another namespace (a container), where the run's own workers (idle siblings hold contexts too) cannot be
+    told from another's processes."""
+    if "pids" not in r or r.get("why"):
         return None
-    return len(r["pids"]) > (1 if r.get("why") else 0)
+    return bool(r["pids"])
 
 
 def columns(before: dict, after: dict) -> dict:
