@@ -37,12 +37,12 @@ timeout 30 python3 -m attnbench show --db $D/c.sqlite > $D/show.txt 2>&1 || echo
 # 2. --exclusive: a second process spinning on the GPU; the run must exit 2 naming its PID before starting anything
 python3 -c "
 import time, torch
-x = torch.randn(4096, 4096, device='cuda'); t = time.time()
+x = torch.randn(4096, 4096, device='cuda'); torch.cuda.synchronize(); print('ready', flush=True); t = time.time()
 while time.time() - t < 70:
     x = torch.tanh(x @ x)
 torch.cuda.synchronize()" > $D/spinner.txt 2>&1 &
 SPIN=$!
-for _ in $(seq 20); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
+for _ in $(seq 40); do grep -q ready $D/spinner.txt 2>/dev/null && break; sleep 0.5; done
 echo "spinner PID $SPIN; NVML lists: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr '\n' ' ')"
 timeout 30 python3 -m attnbench run --exclusive --config /tmp/ceilings-grid.yaml --backends sdpa-cudnn --repeats 1 \
   --db $D/x.sqlite > $D/exclusive.txt 2>&1
