@@ -53,6 +53,7 @@ def off_roofline(lines: pd.DataFrame, ceilings: dict) -> list[dict]:
         return []
     if "role" in lines.columns:  # an accuracy reference is measured, not a contestant (nor an alternative)
         lines = lines[lines["role"] != "accuracy_reference"]
+    lines = lines[pd.to_numeric(lines["median_us"], errors="coerce") > 0]
     keys = [k for k in ("side", "device_name", "workload_key") if k in lines.columns]
     out = []
     for _, g in lines.groupby(keys, sort=True, dropna=False):
