@@ -3,7 +3,8 @@
 # compute peak at each row's sampled SM clock beside the datasheet's, the off-roofline flags analyze prints,
 # and `run --exclusive` refusing a GPU another process holds; then the GPU tests of tests/test_ceilings_read.py.
 # Rows: prefill B4 N4k non-causal (compute-bound), decode B64 Nkv16k graph (read-bound), decode B1 Nkv4k eager
-# (launch-bound) on sdpa-cudnn, sdpa-flash, flex (fa4 and cudnn-fe when importable; absent: said, skipped).
+# (launch-bound), multi-token decode (prefill B8 Nq4 Nkv16k causal: the off-roofline case in other harnesses'
+# published rows) on sdpa-cudnn, sdpa-flash, flex (fa4 and cudnn-fe when importable; absent: said, skipped).
 # Run from the repository root:  BUDGET=180 bash lab/h200_ceilings.sh   (default 120 s; PYTHONPATH=src is set here)
 # Leaves in $OUT/ceilings/: c.sqlite (the store), runs.jsonl (its provenance: the ceilings), run.txt, analyze.txt,
 # show.txt, exclusive.txt, shared.txt, tests.txt; prints last a table of ceilings and of rows.
@@ -25,6 +26,7 @@ workloads:
   - {mode: prefill, batch: 4, seqlen: 4k, q_heads: 32, head_dim: 128, causal: false}
   - {mode: decode, batch: 64, seqlen: 16k, q_heads: 32, kv_heads: 8, head_dim: 128, launch: graph}
   - {mode: decode, batch: 1, seqlen: 4k, q_heads: 32, kv_heads: 8, head_dim: 128, launch: eager}
+  - {mode: prefill, batch: 8, q_len: 4, kv_len: 16k, q_heads: 32, kv_heads: 8, head_dim: 128, causal: true}
 YAML
 # 1. the run: the ceilings are measured at its start (provenance), every OK row judged against its clock peak
 RUN_S=$(( $(left) - 55 )); [ $RUN_S -lt 45 ] && RUN_S=45
