@@ -313,3 +313,37 @@ def test_misbehaving_fp8_kernels_are_caught(name, kv, status, words):
         assert words in res["reason"], res["reason"]
     if status == "INCORRECT":
         assert "contract 1.5x" in res["reason"] and res["fp8_ratio"] is None or res["fp8_ratio"] > 1.5
+
+
+# ---- on a GPU (lab/h200_fp8.sh runs these) --------------------------------------------------------
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+def test_rounding_on_the_gpu_matches_torchs_cuda_casts(fmt):
+    x = _representative(fmt).cuda()
+    dt = getattr(torch, TORCH_NAMES[fmt])
+    got = round_fp8(x, fmt, saturate=False).to(torch.float32).to(dt).view(torch.uint8)
+    assert torch.equal(got, x.to(dt).view(torch.uint8))
+
+
+@pytest.mark.gpu
+@CUDA
+def test_cudnn_fe_fp8_with_its_descales_is_within_the_contract_and_runs_fp8_kernels():
+    pytest.importorskip("cudnn")
+    from attnbench.backends.registry import select
+    from attnbench.runner import attempt
+
+    (be,) = select(["cudnn-fe"])
+    w = Workload(mode="prefill", batch=1, q_len=512, kv_len=512, q_heads=8, kv_heads=8, head_dim=128, head_dim_v=128,
+                 dtype="fp8_e4m3")
+    res = attempt.run({"op": "attempt", "workload": w.to_dict(), "device": "cuda", "seed": 0, "timing": FAST}, be,
+                      attempt.WorkloadCache())
+    print("cudnn-fe fp8:", res["status"], res["reason"], "fp8_ratio", res.get("fp8_ratio"), "kernels",
+          res.get("dispatch_kernels"))
+    assert res["status"] == "OK", res["reason"]
+    assert res["fp8_ratio"] <= fp8_contract.FACTOR
+    assert any(dispatch.FP8_MARKER.search(k) for k in res["dispatch_kernels"]), res["dispatch_kernels"]

@@ -98,14 +98,15 @@ def amax_scale(amax, fmt: str):
     return torch.where(amax > 0, amax / top, torch.ones_like(amax))
 
 
-def quantise(x, fmt: str, granularity: str = "tensor", block: int = 128):
+def quantise(x, fmt: str, granularity: str = "tensor", block: int = 128, amax: float | None = None):
     """x (B, H, N, D) → (values rounded to `fmt` after dividing by their scale, times the scale), in
-    float64: one scale per tensor, per (batch, head), or per tile of `block` rows of one (batch, head)."""
+    float64: one scale per tensor, per (batch, head), or per tile of `block` rows of one (batch, head).
+    `amax`: a per-tensor scale's largest magnitude when x is a part of the tensor (the whole one's)."""
     import torch
 
     x = x.to(torch.float64)
     if granularity == "tensor":
-        s = amax_scale(x.abs().amax(), fmt)
+        s = amax_scale(x.abs().amax() if amax is None else torch.tensor(amax, dtype=torch.float64), fmt)
         return round_fp8(x / s, fmt) * s
     if granularity == "head":
         s = amax_scale(x.abs().amax(dim=(-2, -1), keepdim=True), fmt)
@@ -149,10 +150,20 @@ def incoherent(q, k, seed: int = 0):
     return fwht(q.to(signs.dtype) * signs), fwht(k.to(signs.dtype) * signs)
 
 
-def emulate(q, k, v, scheme: Scheme, scale: float, keep=None, quantised: bool = False):
+def tensor_amax(q, k, v, scheme: Scheme) -> tuple[float, float, float]:
+    """The largest magnitudes of whole Q, K, V as the scheme's per-tensor scales see them (Q and K
+    after incoherent processing): what `emulate` needs to quantise a part of them as the whole."""
+    if scheme.incoherent:
+        q, k = incoherent(q, k, scheme.seed)
+    return tuple(t.abs().amax().item() for t in (q, k, v))
+
+
+def emulate(q, k, v, scheme: Scheme, scale: float, keep=None, quantised: bool = False,
+            amax: tuple[float, float, float] | None = None):
     """Attention of (B, H, N, D) tensors (GQA by expansion) as `scheme` quantises them, computed in
     float64; `keep`: a boolean (Nq, Nkv) mask of the kept scores (None: all); `quantised`: Q, K, V are
-    already the scheme's float8 values (dequantised), only P and O are left to round. Returns O
+    already the scheme's float8 values (dequantised), only P and O are left to round; `amax`: the whole
+    tensors' (tensor_amax) when q, k, v are slices of them and the scales are per tensor. Returns O
     (B, Hq, Nq, Dv) in float64 (rounded to the scheme's O format when it writes one)."""
     import torch
 
@@ -160,7 +171,8 @@ def emulate(q, k, v, scheme: Scheme, scale: float, keep=None, quantised: bool = 
     if not quantised:
         if scheme.incoherent:
             q, k = incoherent(q, k, scheme.seed)
-        q, k, v = (quantise(t, scheme.fmt, scheme.granularity, scheme.block) for t in (q, k, v))
+        q, k, v = (quantise(t, scheme.fmt, scheme.granularity, scheme.block, a)
+                   for t, a in zip((q, k, v), amax or (None, None, None)))
     group = q.shape[1] // k.shape[1]
     if group > 1:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)

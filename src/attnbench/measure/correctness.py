@@ -169,6 +169,7 @@ class Reference64:
         sm, ov = inputs.scale * ds.get("q", 1.0) * ds.get("k", 1.0), ds.get("v", 1.0)
         self.descale = (ds.get("q", 1.0), ds.get("k", 1.0), ov)
         self.softmax_scale = inputs.scale
+        self.whole = (inputs.q, ks, vs)  # views: the fp8 contract's per-tensor scales see whole tensors
         r64s, rlos = [], []
         self.qkv = []  # the slices' inputs, kept for the fp8 contract's emulation (float8 ones are small)
         for b, g in self.slices:  # one slice at a time: float64 score matrices stay small

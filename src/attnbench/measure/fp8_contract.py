@@ -9,8 +9,8 @@ inputs already are the per-tensor float8 codes (measure/distributions.py), so on
 rounded by the emulation there. FACTOR's evidence: docs/method/fp8.md."""
 from __future__ import annotations
 
-from ..backends.fp8_quant import Scheme, emulate, parse_scheme
-from ..backends.layout import keep_mask
+from ..backends.fp8_quant import Scheme, emulate, parse_scheme, tensor_amax
+from ..backends.layout import keep_mask, to_bhnd
 from ..workloads import Workload
 from ..workloads.varlen import packed
 
@@ -50,12 +50,15 @@ def judge(w: Workload, x, ref, scheme: Scheme) -> dict | None:
         return None
     sq, sk, sv = ref.descale
     hi = ref.ref[0]
+    fp8 = ref.qkv[0][0].element_size() == 1
+    amax = None
+    if scheme.granularity == "tensor" and not fp8:  # the slices are quantised with the whole tensors' scales
+        amax = tensor_amax(*(to_bhnd(t.detach(), w.layout).to(torch.float64) for t in ref.whole), scheme)
     emus = []
     for q, k, v in ref.qkv:
-        fp8 = q.element_size() == 1
         q64, k64, v64 = (t.detach().to(torch.float64) * f for t, f in ((q, sq), (k, sk), (v, sv)))
         keep = keep_mask(q.shape[2], k.shape[2], w.causal_align, q.device, w.window) if w.causal else None
-        emus.append(emulate(q64, k64, v64, scheme, ref_scale(ref), keep, quantised=fp8))
+        emus.append(emulate(q64, k64, v64, scheme, ref_scale(ref), keep, quantised=fp8, amax=amax))
     emu = torch.stack(emus)
     if scheme.o_fmt is None:  # O is written in the workload's dtype whatever the scheme: that rounding is owed too
         top = torch.finfo(x.dtype).max
