@@ -74,8 +74,10 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path):
     # a device this host lacks is refused before the store is made
     assert main(["selftest", "--device", "cuda:99", "--db", str(tmp_path / "new.sqlite")]) == 2
     assert not (tmp_path / "new.sqlite").exists()
+    # a subset stored would pass for the device's selftest on the report's page
+    assert main(["selftest", "--only", ONE, "--db", str(tmp_path / "new.sqlite")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 4 and "no class 'no-such-class'" in err[0], err
+    assert len(err) == 5 and "no class 'no-such-class'" in err[0] and "whole selftests only" in err[4], err
 
 
 def test_one_class_and_a_planted_one_in_process():
@@ -102,10 +104,10 @@ def test_a_class_no_gate_catches_is_missed_and_the_command_fails(monkeypatch, tm
     the real workers and gates; the planted class is stored OK, so it is MISSED and the exit code is 1. Its result
     is stored (--db) and shown by the report's methodology block."""
     planted = Case("planted honest", classes.CONTROL, "the honest kernel in a misbehaving kernel's place")
-    monkeypatch.setattr(classes, "CASES", classes.CASES + (planted,))
-    monkeypatch.setattr("attnbench.cli.commands.selftest.CASES", classes.CASES)
     out, db = tmp_path / "st.json", tmp_path / "store.sqlite"
-    rc = main(["selftest", "--device", "cpu", "--only", f"{ONE},planted honest", "--json", str(out), "--db", str(db)])
+    monkeypatch.setattr(classes, "CASES", tuple(c for c in classes.CASES if c.name == ONE) + (planted,))
+    monkeypatch.setattr("attnbench.cli.commands.selftest.CASES", classes.CASES)
+    rc = main(["selftest", "--device", "cpu", "--json", str(out), "--db", str(db)])
     shown = capsys.readouterr().out
     assert rc == 1, shown
     data = json.loads(out.read_text())

@@ -15,7 +15,8 @@ from ..runner.options import make_executor, run_options
 from ..runner.session import RunSession
 from ..store.db import Store
 from . import kernels
-from .classes import CACHED_CONTROL, CASES, CONTROL, Case, Verdict, cases_for, judge
+from . import classes
+from .classes import CACHED_CONTROL, CONTROL, Case, Verdict, cases_for, judge
 
 KERNELS = str(Path(kernels.__file__).resolve())
 
@@ -85,7 +86,7 @@ def run(device: str | None = None, timeout_s: float = 120.0, seed: int = 0, only
     verdicts = [judge(c, rows.get(c.backend), rows.get(CACHED_CONTROL) if c.cache else control, counts.get(c.backend))
                 for c in cases]
     shown = _controls(rows, controls)
-    skipped = [c for c in CASES if dtype not in c.devices and (not only or c.name in only)]
+    skipped = [c for c in classes.CASES if dtype not in c.devices and (not only or c.name in only)]
     return Result(options.device, device_name, verdicts, skipped, shown, time.monotonic() - began,
                   kernels.FRESH, versions)
 

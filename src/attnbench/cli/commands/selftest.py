@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
                    help="also store the result in STORE's selftests table (the report's methodology page shows the "
                         "last selftest of each device); the selftest's own attempts are never stored")
     p.add_argument("--only", type=csv_list, metavar="CLASS,...",
-                   help=f"run only these classes: {', '.join(c.name for c in CASES)}")
+                   help=f"run only these classes (not with --db): {', '.join(c.name for c in CASES)}")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="seconds per attempt before its worker is killed (default 120)")
 
@@ -43,6 +43,8 @@ def run(args) -> int:
         raise UsageError(f"--only: no class {unknown[0]!r}; the classes: {', '.join(c.name for c in CASES)}")
     from ...runner.options import check_device
 
+    if args.only and args.db:  # the report shows a stored selftest as the device's: a subset would pass for it
+        raise UsageError("--db stores whole selftests only: leave out --only")
     if args.device is not None:
         check_device(args.device)  # a device this host lacks: one line, exit 2, before any file is made
     out = _checked_path(args.json, "--json") if args.json else None
