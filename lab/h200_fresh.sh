@@ -78,17 +78,18 @@ for r in base:
     k = (r["backend"], r["launch"]); t_d[k] = t_d.get(k, 0.0) + (json.loads(r["phases_s"] or "{}")).get("timing", 0.0)
 wall = {m: open(f"{d}/wall-{m}.txt").read().strip() for m in ("default", "fresh")}
 print(f"\nwall: default {wall['default']} s, fresh {wall['fresh']} s")
-print(f"{'backend':16} {'launch':6} {'n':>2} {'fresh/default':>13} {'range':>11} {'timing s d/f':>13} {'refill us':>9}  fresh statuses")
+print(f"{'backend':16} {'launch':6} {'n':>2} {'fresh/default':>13} {'range':>11} {'timing s d/f':>13} "
+      f"{'refill us':>9}  fresh statuses")
 for (b, launch), g in sorted(groups.items()):
     rs = g["ratios"]; med = f"{statistics.median(rs):.3f}" if rs else "-"
     rng = f"{min(rs):.2f}-{max(rs):.2f}" if rs else "-"
     ref = f"{statistics.median(g['refill']):.0f}" if g["refill"] else "-"
-    print(f"{b:16} {launch:6} {len(rs):>2} {med:>13} {rng:>11} {t_d.get((b, launch), 0):6.1f}/{g['t_f']:<6.1f} {ref:>9}  "
-          + ", ".join(f"{k} {v}" for k, v in sorted(g["status"].items())))
+    print(f"{b:16} {launch:6} {len(rs):>2} {med:>13} {rng:>11} {t_d.get((b, launch), 0):6.1f}/{g['t_f']:<6.1f} "
+          f"{ref:>9}  " + ", ".join(f"{k} {v}" for k, v in sorted(g["status"].items())))
 print("\ncaches (value-cache-flash must be OK without, IMPLAUSIBLE with fresh inputs; identity-cache likewise):")
 for r in rows("caches"):
     why = (r["reason"] or "")[:90]
-    print(f"  {r['backend']:18} fresh={r['fresh_inputs']} {r['mode']:7} B{r['batch']} N{r['kv_len']:<6} {r['status']:12} "
-          f"{r['median_us'] or 0:8.1f} us checked={r['dispatch_checked']} {why}")
+    print(f"  {r['backend']:18} fresh={r['fresh_inputs']} {r['mode']:7} B{r['batch']} N{r['kv_len']:<6} "
+          f"{r['status']:12} {r['median_us'] or 0:8.1f} us checked={r['dispatch_checked']} {why}")
 PY
 echo "total $((SECONDS - T0)) s of BUDGET $BUDGET"

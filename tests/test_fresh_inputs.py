@@ -4,6 +4,7 @@ values (the workload's fresh_inputs axis, run --fresh-inputs); honest kernels st
 from __future__ import annotations
 
 import dataclasses
+import statistics
 
 import pytest
 
@@ -13,6 +14,7 @@ from attnbench.measure.inputs import Refresher, fingerprint, make_inputs
 from attnbench.runner import attempt
 from attnbench.workloads import Workload
 from conftest import FAKES
+from test_timing_sim import CFG, sim, step_of  # noqa: F401  (sim is a fixture: a simulated CUDA device)
 
 # large enough that the attention math (not the fingerprint, nor a call's fixed cost) is most of a call
 PREFILL = Workload(mode="prefill", batch=1, q_len=256, kv_len=256, q_heads=4, kv_heads=2, head_dim=32,
@@ -141,3 +143,63 @@ def test_gpu_value_cache_caught_and_honest_ok(launch):
     assert caught["status"] == "IMPLAUSIBLE", (caught["status"], caught["reason"])
     for name in ("fake-value-cache-two", "fake-identity-cache", "fake-pointer-cache"):
         assert one(name, True)["status"] == "IMPLAUSIBLE", name
+
+
+# ---- the CUDA paths against the simulated device of tests/test_timing_sim.py (host clock and device queue)
+
+
+class SimRefill:
+    """A refill on the simulated device: host_us to launch, device_us of device work; `value` is the values'
+    identity (new at each call, the same after again())."""
+
+    def __init__(self, d, host_us: float, device_us: float):
+        self.d, self.host_us, self.device_us, self.n, self.value = d, host_us, device_us, 0, 0
+
+    def __call__(self):
+        self.n += 1
+        self.value = self.n
+        self.d.host += self.host_us
+        self.d.kernel(self.device_us)
+
+    def again(self):
+        self.d.host += self.host_us
+        self.d.kernel(self.device_us)
+
+
+def test_graph_fresh_samples_are_one_replay_of_device_time_without_the_refill(sim):
+    fresh = SimRefill(sim, host_us=30.0, device_us=100.0)
+    t = timing.time_cuda(step_of(sim, host_us=300.0, device_us=5.0), "cuda", CFG, launch="graph", fresh=fresh)
+    assert t.calls_per_sample == 1  # the refill goes between replays: one call a replay
+    assert statistics.median(t.samples_us) == pytest.approx(5.0, abs=0.01)  # not 105: the refill is outside
+    assert fresh.n >= len(t.samples_us) + timing.REPEAT_SAMPLES
+    assert len(t.fresh["new_us"]) == len(t.fresh["again_us"]) == timing.REPEAT_SAMPLES
+
+
+def test_eager_fresh_device_bound_samples_leave_the_refill_out(sim):
+    fresh = SimRefill(sim, host_us=30.0, device_us=200.0)
+    t = timing.time_cuda(step_of(sim, host_us=5.0, device_us=50.0), "cuda", CFG, launch="eager", fresh=fresh)
+    assert t.calls_per_sample > 1
+    assert statistics.median(t.samples_us) == pytest.approx(50.0, rel=0.05)  # the refill's 200 µs are outside
+
+
+def test_eager_fresh_host_bound_samples_carry_each_calls_launch(sim):
+    """A host-bound call (50 µs to launch, 5 µs of kernel) after a refill the device finishes at once: each
+    interval holds that call's launch, as the default block's rate does (docs/method/fresh-inputs.md)."""
+    fresh = SimRefill(sim, host_us=30.0, device_us=1.0)
+    t = timing.time_cuda(step_of(sim, host_us=50.0, device_us=5.0), "cuda", CFG, launch="eager", fresh=fresh)
+    assert 50.0 <= statistics.median(t.samples_us) <= 60.0
+
+
+def test_eager_fresh_cache_on_the_simulated_device_is_seen_by_the_comparison(sim):
+    """A kernel 5x faster on values it has seen: timed at its real 50 µs, and 'again' samples at 10 µs."""
+    fresh = SimRefill(sim, host_us=30.0, device_us=20.0)
+    seen = set()
+
+    def step():
+        sim.host += 5.0
+        sim.kernel(10.0 if fresh.value in seen else 50.0)
+        seen.add(fresh.value)
+
+    t = timing.time_cuda(step, "cuda", CFG, launch="eager", fresh=fresh)
+    assert statistics.median(t.samples_us) >= 45.0  # every timed call is on new values: its real time
+    assert min(t.fresh["new_us"]) / min(t.fresh["again_us"]) > timing.REPEAT_RATIO
