@@ -83,7 +83,8 @@ _CORRECTNESS = [
        ONLY_OK),
     _c("check_detail", dict, "JSON per tensor (o, dq, dk, dv): max_abs, ratio, ref_max_abs, sys (systematic error "
                              "over the same-dtype reference's RMS error), slope (fitted against float64); "
-                             "contract: \"provisional-fp8\" on fp8 rows, not yet contract-checked", ATTEMPT,
+                             "on fp8 rows contract (fp8-emulated:FACTORx) and fp8 (scheme, rmse, "
+                             "emulated_rmse, ratio, slice: measure/fp8_contract.py)", ATTEMPT,
        RAN, ONLY_OK),
     _c("hard_err_ratio", float, "worst error ratio on the hard input distributions the timed calls did not use "
                                 "(outliers, large-logits; measure/inputs.py)", ATTEMPT, RAN),
