@@ -32,11 +32,12 @@ workloads:
 YAML
 # one compiler cache for every run: flex compiles in the first, loads in the others (first calls are not compared)
 ARGS="--config /tmp/fresh-grid.yaml --repeats 1 --max-time 0.2 --timeout 60 --compile-cache /tmp/fresh-cc"
-# 1. the caches first (the closing figure that must be there): OK without fresh inputs, IMPLAUSIBLE with them
+# 1. the caches first (the closing figure that must be there): OK without fresh inputs, IMPLAUSIBLE with them;
+#    on prefill B4 N4k and decode B64 N16k, eager (long enough that the memo's own look-up is small beside them)
 for m in default fresh; do
   f=""; [ $m = fresh ] && f=--fresh-inputs
-  timeout 25 python3 -m attnbench run $ARGS --where launch=eager --where batch=8 --plugin lab/plugins/value_cache.py \
-    --backends value-cache-flash,identity-cache,sdpa-flash $f --db $D/caches.sqlite > $D/run-caches-$m.txt 2>&1
+  timeout 30 python3 -m attnbench run $ARGS --where launch=eager --where batch=4,64 \
+    --plugin lab/plugins/value_cache.py --backends value-cache-flash,identity-cache,sdpa-flash $f --db $D/caches.sqlite > $D/run-caches-$m.txt 2>&1
   echo "caches $m: exit $?; $(tail -1 $D/run-caches-$m.txt)"
 done
 python3 -m attnbench show --db $D/caches.sqlite --rank > $D/show-caches.txt 2>&1

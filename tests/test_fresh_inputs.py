@@ -122,8 +122,9 @@ def test_gpu_value_cache_caught_and_honest_ok(launch):
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    w = Workload(mode="decode", batch=8, q_len=1, kv_len=4096, q_heads=32, kv_heads=8, head_dim=128,
-                 head_dim_v=128, dtype="bf16", launch=launch)
+    # a prefill: its attention costs far more than the caches' fingerprint of the inputs (a decode's is as long)
+    w = Workload(mode="prefill", batch=1, q_len=2048, kv_len=2048, q_heads=8, kv_heads=8, head_dim=64,
+                 head_dim_v=64, dtype="bf16", launch=launch)
     backend = {b.name: b for b in load_plugin_file(FAKES)}
 
     def one(name, fresh):
