@@ -4,7 +4,8 @@
 # Run from the repository root:  BUDGET=240 bash lab/h200_triton.sh   (PYTHONPATH=src is set here; FULL=1 adds
 # quick's N >= 4k prefill rows of the ladder grid, which the default budget leaves out)
 # Leaves in $OUT/triton/: ladder.sqlite (every run, one store), ladder.jsonl.gz (its export), tests.txt, run-*.txt,
-# table.txt; prints last the ratio table (lab/triton_ladder_table.py).
+# table.txt, model.sqlite and model.txt (the whole-workload step); prints last the model table and the ratio table
+# (lab/triton_ladder_table.py).
 set -u
 export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src
 OUT=${OUT:-/tmp/out}; D=$OUT/triton; mkdir -p "$D"
@@ -46,8 +47,19 @@ step ablation 70 --grid ablation --backends triton-hopper-base,triton-hopper-ws,
 if [ "${FULL:-0}" = 1 ]; then
   step quick 90 --grid ladder --where q_heads=32 --modes prefill --backends $VENDORS,triton-fa2,triton-hopper
 fi
-# 4. the figures
+# 4. the whole-workload figure: a Llama-3.1-8B-shaped step (4 layers, prefill and train at 8k) with the rungs'
+# attention against sdpa-flash, Amdahl's prediction from the kernel rows above (MODEL=0 skips it)
+if [ "${MODEL:-1}" = 1 ] && [ $(left) -gt 45 ]; then
+  t=$SECONDS
+  timeout $(( $(left) - 25 )) python3 -m attnbench model --config llama3.1-8b --layers 4 --steps prefill,train \
+    --seqlen 8k --batch 1 --backends sdpa-cudnn,triton-fa2,triton-hopper --db $D/model.sqlite --kernel-db $DB \
+    --max-time 0.3 --timeout 90 > $D/run-model.txt 2>&1
+  echo "model: exit $? after $((SECONDS - t)) s; $(tail -1 $D/run-model.txt)"
+  python3 -m attnbench model --show --db $D/model.sqlite > $D/model.txt 2>&1
+fi
+# 5. the figures
 python3 -m attnbench export --db $DB --out $D/ladder.jsonl.gz > /dev/null 2>&1 || echo "export failed"
 python3 -m attnbench show --db $DB --rank > $D/show.txt 2>&1
+[ -f $D/model.txt ] && tail -12 $D/model.txt
 python3 lab/triton_ladder_table.py $D/ladder.jsonl.gz | tee $D/table.txt
 echo "total $((SECONDS - T0)) s of $BUDGET"

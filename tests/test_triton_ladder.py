@@ -130,9 +130,11 @@ FULL = [
     ("triton-hopper", dict(mode="train_fwd_bwd", causal=False, layout="BNHD")),
     ("triton-fp8", dict(mode="prefill", causal=True, dtype="fp8_e4m3", layout="BNHD", q_len=24, kv_len=40)),
     ("triton-fp8-incoherent", dict(mode="prefill", causal=False, q_len=24, kv_len=40)),
+    ("triton-fa2", dict(mode="train_fwd", causal=True, q_len=24, kv_len=40, layout="BNHD")),
 ]
 FULL_IDS = ["fa2-forward", "fa1-causal", "fa1-bnhd-fp16", "fa2-top-left", "fa2-bwd-mqa-bnhd", "fa2-atomic-bwd",
-            "decode-contiguous", "hopper-base-causal", "hopper-bwd-bnhd", "fp8-codes", "fp8-incoherent-bf16"]
+            "decode-contiguous", "hopper-base-causal", "hopper-bwd-bnhd", "fp8-codes", "fp8-incoherent-bf16",
+            "fa2-train-fwd"]
 FAMILY = {"triton-fa1": "triton-fa1", "triton-decode": "triton-decode", "triton-hopper-base": "triton-hopper",
           "triton-fp8": "triton-fp8", "triton-fp8-incoherent": "triton-fp8"}
 
@@ -188,6 +190,34 @@ def test_rung_on_gpu_passes_every_gate(name, kw):
     if name.startswith("triton-fp8") and torch.cuda.get_device_capability() < (8, 9):
         pytest.skip("e4m3 needs compute capability 8.9")
     ok(run(name, device="cuda", **kw), fam)
+
+
+ATTEND = """
+import torch
+from attnbench.backends.registry import builtin
+from attnbench.backends.reference import attention_math
+b = {x.name: x for x in builtin()}["triton-fa2"]
+q = torch.randn(1, 4, 24, 32, dtype=torch.bfloat16, requires_grad=True)
+k, v = (torch.randn(1, 2, 40, 32, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+with b.attend_session():
+    o = b.attend(q, k, v, causal=True)
+do = torch.randn_like(o)
+got = (o, *torch.autograd.grad(o, (q, k, v), do))
+leaves = [x.detach().double().requires_grad_() for x in (q, k, v)]
+ref = attention_math(*leaves, True, "bottom_right", 32 ** -0.5)
+want = (ref, *torch.autograd.grad(ref, leaves, do.double()))
+print("ERR", max((a.double() - w).abs().max().item() / w.abs().max().item() for a, w in zip(got, want)))
+"""
+
+
+def test_attend_serves_a_models_forward_and_backward():
+    """attnbench model's door: attend() on a model's own tensors returns O that autograd differentiates through the
+    rung's backward (bf16: within 2 % of float64 relative to the largest value)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, "-c", ATTEND], capture_output=True, text=True, env=env, timeout=300)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("ERR")), None)
+    assert line and float(line.split()[1]) < 0.02, done.stderr[-2000:]
+    assert backend("triton-fa2").offers_attend() and backend("triton-hopper").offers_attend()
 
 
 # ---- the ladder as a result: analyze's section and the report's page ------------------------------------

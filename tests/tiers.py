@@ -85,6 +85,8 @@ FULL = {
     # ---- the triton ladder (issue 41): one child under the interpreter for the other rungs, variants, dtypes, layouts
     "tests/test_triton_ladder.py::test_every_rung_passes_every_gate[*]":
         "test_triton_ladder's default rows: fa2 forward+backward (bottom-right causal, GQA) and paged split-KV decode",
+    "tests/test_triton_ladder.py::test_attend_serves_a_models_forward_and_backward":
+        "the same forward and backward kernels through the runner: test_triton_ladder's default rows",
     "tests/test_triton_ladder.py::test_the_ladder_section_and_page_show_each_rung_beside_sdpa_flash":
         "the section reads rows as every section does (test_sections); the rows themselves: test_triton_ladder's default rows",
     # ---- issue 42.4: two spawned CPU runs (1-2 min on a loaded 2-core host)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ..workloads import Workload
-from .base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared
+from .base import CONTESTANT, Backend, DeviceInfo, Inputs, Prepared, Rejected
 from .capabilities import ANY
 from .kernels import KernelFamily
 from .layout import causal_offset, from_bhnd, to_bhnd
@@ -82,8 +82,31 @@ class TritonRung(Backend):
         def grads(o, do):
             return tuple(from_bhnd(g, layout) for g in backward(o, to_bhnd(do, layout)))
 
+        if w.mode == "train_fwd":  # O stays differentiable: an autograd node whose backward is the rung's
+            leaves = tuple(to_bhnd(t, layout) for t in (inputs.q, inputs.k, inputs.v))
+            plain_first, plain_step = first, step
+            first = lambda: prefill.attach(*leaves, plain_first, backward)  # noqa: E731
+            step = lambda: prefill.attach(*leaves, plain_step, backward)  # noqa: E731
         return Prepared(step=lambda: from_bhnd(step(), layout), first_call=lambda: from_bhnd(first(), layout),
                         backward=grads if backward else None, config=lambda: dict(config) or None)
+
+    def attend(self, q, k, v, *, causal=True, causal_align="bottom_right", scale=None, window=None):
+        from .triton_kernels import prefill
+
+        if self.rung not in ("fa2", "hopper") or window:
+            raise Rejected(f"{self.name} attends a model's tensors only as triton-fa2 and the triton-hopper rungs do, "
+                           "without a sliding window")
+        dtype = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(q.dtype))
+        if dtype is None:
+            raise Rejected(f"{self.name} takes bf16 or fp16, not {q.dtype}")
+        b = prefill.bind_tensors(q.detach(), k.detach(), v.detach(), None, None,
+                                 q.shape[-1] ** -0.5 if scale is None else scale, causal,
+                                 causal_offset(q.shape[2], k.shape[2], causal_align), dtype)
+        first, _, backward = (prefill.hopper(b, self.options) if self.rung == "hopper"
+                              else prefill.fa2(b, deterministic=self.options.get("deterministic", True)))
+        if q.requires_grad or k.requires_grad or v.requires_grad:
+            return prefill.attach(q, k, v, first, backward)
+        return first()  # the config is chosen once per shape class and worker, then only launched
 
 
 def _rung(name: str, rung: str, families: set[str], description: str, options: dict | None = None,
@@ -107,7 +130,7 @@ def make() -> list[Backend]:
               modes=modes, options={"deterministic": False}, min_capability=(8, 0)),
         _rung("triton-fa1", "fa1", {"triton-fa1"}, "FlashAttention-1's loop order in Triton (this project's): one "
               "program per batch·head, KV blocks outer, query blocks inner, O/m/l through HBM per KV block",
-              modes=("prefill", "train_fwd"), min_capability=(8, 0)),
+              modes=("prefill",), min_capability=(8, 0)),
         _rung("triton-decode", "decode", {"triton-decode"}, "split-KV decoding in Triton (this project's): GQA "
               "groups as matmul rows, partial O and LSE per split, a reduction kernel; contiguous or paged KV",
               modes=("decode",), accepts={"page_size": ANY}, min_capability=(8, 0)),

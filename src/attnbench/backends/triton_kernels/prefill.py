@@ -51,15 +51,58 @@ class Bound:
 
 
 def bind(w, inputs, to_bhnd, causal_offset) -> Bound:
+    q, k, v = (to_bhnd(t.detach(), w.layout) for t in (inputs.q, inputs.k, inputs.v))
+    do = to_bhnd(inputs.do.detach(), w.layout) if inputs.do is not None else None
+    return bind_tensors(q, k, v, to_bhnd(inputs.out, w.layout), do, inputs.scale, w.causal,
+                        causal_offset(w.q_len, w.kv_len, w.causal_align), w.dtype)
+
+
+def bind_tensors(q, k, v, o, do, scale: float, causal: bool, off: int, dtype: str) -> Bound:
+    """(B, H, N, D) views, detached; `o` the output buffer (None: a new one)."""
     import torch
 
-    q, k, v = (to_bhnd(t.detach(), w.layout) for t in (inputs.q, inputs.k, inputs.v))
-    o = to_bhnd(inputs.out, w.layout)
-    do = to_bhnd(inputs.do.detach(), w.layout) if inputs.do is not None else None
+    if o is None:
+        o = torch.empty(*q.shape[:3], v.shape[3], device=q.device, dtype=q.dtype)
     lse = torch.empty(q.shape[0] * q.shape[1], q.shape[2], device=q.device, dtype=torch.float32)
-    off = causal_offset(w.q_len, w.kv_len, w.causal_align)
-    key = (w.head_dim, w.dtype, w.causal, tuning.shape_class(max(w.q_len, w.kv_len)), w.q_heads // w.kv_heads)
-    return Bound(q, k, v, o, do, lse, inputs.scale, w.causal, off, key)
+    key = (q.shape[3], dtype, causal, tuning.shape_class(max(q.shape[2], k.shape[2])), q.shape[1] // k.shape[1])
+    return Bound(q, k, v, o, do, lse, scale, causal, off, key)
+
+
+def attach(q, k, v, call, backward):
+    """call()'s O as an autograd node over q, k, v (their BHND views that require grad): a train_fwd row stays
+    differentiable and attend() serves a model's backward; the backward is the rung's (FA2's passes)."""
+    return _LadderAttention.apply(q, k, v, call, backward)
+
+
+def _autograd_function():
+    import torch
+
+    class LadderAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, call, backward):
+            ctx.rung_backward = backward
+            return call()
+
+        @staticmethod
+        def backward(ctx, do):
+            dq, dk, dv = ctx.rung_backward(None, do.contiguous())
+            return dq, dk, dv, None, None
+
+    return LadderAttention
+
+
+class _Lazy:
+    """The autograd Function, made on first use (torch is imported at prepare time, not at registry load)."""
+
+    fn = None
+
+    def apply(self, *args):
+        if _Lazy.fn is None:
+            _Lazy.fn = _autograd_function()
+        return _Lazy.fn.apply(*args)
+
+
+_LadderAttention = _Lazy()
 
 
 def fa2(b: Bound, deterministic: bool = True):
