@@ -45,10 +45,13 @@ def table(figures: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def cudnn_row(q, k, v, scale: float, repeats: int = 20) -> dict:
-    """cuDNN's FP8 forward (cudnn-fe) on per-tensor quantised q, k, v (B, H, N, D float32, CUDA): its RMSE
-    against float64 of the unquantised values, and µs of the kernel and of the quantisation."""
+def cudnn_row(q, k, v, scale: float, fmt: str = "e4m3", repeats: int = 20) -> dict:
+    """cuDNN's FP8 forward (cudnn-fe) on per-tensor quantised q, k, v (B, H, N, D float32, CUDA), in e4m3
+    or e5m2 (the backend builds the graph of its tensors' format): its RMSE against float64 of the
+    unquantised values, and µs of the kernel and of the quantisation."""
     import torch
+
+    dt, top = (torch.float8_e5m2, 57344.0) if fmt == "e5m2" else (torch.float8_e4m3fn, 448.0)
 
     b, h, n, d = q.shape
     w = Workload(mode="prefill", batch=b, q_len=n, kv_len=n, q_heads=h, kv_heads=h, head_dim=d, head_dim_v=d,
@@ -58,8 +61,8 @@ def cudnn_row(q, k, v, scale: float, repeats: int = 20) -> dict:
 
     def quantise():
         for name, t in zip("qkv", (q, k, v)):
-            s = (t.abs().amax() / 448.0).clamp(min=1e-30)
-            codes[name] = ((t / s).clamp(-448, 448).to(torch.float8_e4m3fn), s.reshape(1, 1, 1, 1))
+            s = (t.abs().amax() / top).clamp(min=1e-30)
+            codes[name] = ((t / s).clamp(-top, top).to(dt), s.reshape(1, 1, 1, 1))
 
     quantise()
     out = torch.full_like(codes["q"][0], float("nan"))
@@ -125,15 +128,21 @@ def main() -> None:
     print(f"Table 3 at B,H,N,D = {shape}, seed {args.seed}, {args.device}")
     figures = table3.compute(q, k, v, scale)
     if args.cudnn:
-        try:
-            c = cudnn_row(q, k, v, scale)
-            figures["cudnn-fe fp8 (per-tensor, P x448)"] = c["rmse"]
-            flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3]
-            print(f"cudnn-fe fp8: kernel {c['kernel_us']:.1f} us ({flops / c['kernel_us'] / 1e6:.1f} TFLOP/s), "
-                  f"per-tensor quantisation of Q, K, V {c['quantise_us']:.1f} us: with it "
-                  f"{flops / (c['kernel_us'] + c['quantise_us']) / 1e6:.1f} TFLOP/s")
-        except Exception as e:  # noqa: BLE001  (a lab script: say why and go on)
-            print(f"cudnn-fe fp8: not measured ({type(e).__name__}: {str(e)[:200]})")
+        from attnbench.backends.fp8_quant import Scheme, emulate
+
+        for fmt in ("e4m3", "e5m2"):
+            try:
+                c = cudnn_row(q, k, v, scale, fmt)
+                figures[f"cudnn-fe fp8 {fmt} (per-tensor, P x448)"] = c["rmse"]
+                flops = 4 * shape[0] * shape[1] * shape[2] ** 2 * shape[3]
+                print(f"cudnn-fe {fmt}: kernel {c['kernel_us']:.1f} us ({flops / c['kernel_us'] / 1e6:.1f} TFLOP/s), "
+                      f"per-tensor quantisation of Q, K, V {c['quantise_us']:.1f} us: with it "
+                      f"{flops / (c['kernel_us'] + c['quantise_us']) / 1e6:.1f} TFLOP/s")
+            except Exception as e:  # noqa: BLE001  (a lab script: say why and go on)
+                print(f"cudnn-fe {fmt}: not measured ({type(e).__name__}: {str(e)[:200]})")
+            # the scheme it declares, emulated on the same values (O written in its format, as the graph does)
+            emu = emulate(q, k, v, Scheme(fmt=fmt, p_fmt="e4m3", p_scale=448.0, o_fmt=fmt), scale)
+            figures[f"emulated cuDNN scheme {fmt}"] = table3.rmse(emu, table3.reference(q, k, v, scale))
     print(table(figures))
 
 

@@ -324,7 +324,8 @@ class CudnnFrontend(Backend):
         amax = {"amax_s": scalar(0.0), "amax_o": scalar(0.0)}  # written by the graph, not read
 
         def build():
-            fp8 = cudnn.data_type.FP8_E4M3
+            # e4m3 (the fp8_e4m3 workload); float8_e5m2 tensors (lab/fp8_table3.py) build the e5m2 graph
+            fp8 = cudnn.data_type.FP8_E5M2 if q.dtype == torch.float8_e5m2 else cudnn.data_type.FP8_E4M3
             g = _graph(cudnn, handle, fp8)
             tq, tk, tv = (g.tensor_like(t).set_data_type(fp8) for t in (q, k, v))
             tscale = {name: g.tensor_like(t) for name, t in scales.items()}
