@@ -176,3 +176,21 @@ def test_no_ok_row_above_its_clock_peak_or_read_ceiling(tmp_path):
     # real kernels cannot pass the clock peak or the DRAM: a row the new gate refused would be its false alarm
     refused = con.execute("SELECT backend, mode, reason FROM attempts WHERE status='IMPLAUSIBLE'").fetchall()
     assert not refused, refused
+
+
+@pytest.mark.gpu
+def test_the_triton_read_stream_reads_every_element_once():
+    """The streaming variant of the read ceiling sums what torch sums (so it read the whole buffer) and is one
+    of the variants the run measures on a GPU with Triton."""
+    if not _cuda():
+        pytest.skip("needs a CUDA device")
+    import torch
+
+    from attnbench.measure import read_stream
+
+    if read_stream.triton is None:
+        pytest.skip("Triton is not installed")
+    vals = torch.rand(ceilings_mod.READ_ROW * 64 + 0, device="cuda")
+    got = read_stream.stream_probe(vals)()
+    assert torch.allclose(got.sum().double(), vals.sum().double(), rtol=1e-4)
+    assert "stream" in ceilings_mod.read_probes(vals)

@@ -66,9 +66,16 @@ READ_ROW = 1 << 16  # floats per row of the row-wise sums (256 KiB: long contigu
 
 def read_probes(vals) -> dict:
     """Read-only passes over `vals` (a flat float32 tensor whose size is a multiple of READ_ROW): a sum to one
-    value, sums per contiguous row, and sums per column (rows read side by side)."""
+    value, sums per contiguous row, sums per column (rows read side by side) and, on CUDA with Triton, a
+    streaming kernel of wide loads (measure/read_stream.py)."""
+    from .read_stream import stream_probe
+
     rows = vals.view(-1, READ_ROW)
-    return {"sum": lambda: vals.sum(), "rows": lambda: rows.sum(dim=1), "columns": lambda: rows.sum(dim=0)}
+    probes = {"sum": lambda: vals.sum(), "rows": lambda: rows.sum(dim=1), "columns": lambda: rows.sum(dim=0)}
+    stream = stream_probe(vals)
+    if stream is not None:
+        probes["stream"] = stream
+    return probes
 
 
 def ceilings(device: str) -> dict:
