@@ -17,10 +17,14 @@ python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', t
 # Triton's compiled kernels kept for the whole recipe: a config compiled by the tests is loaded, not rebuilt, later
 export TRITON_CACHE_DIR=/tmp/triton-ladder-cache
 VENDORS=sdpa-cudnn,sdpa-flash
+CUDNN_FE=""
 for b in fa4 cudnn-fe; do  # staged wheels: used when the backend says it is available
-  python3 -c "import sys; from attnbench.backends.registry import builtin; b = {x.name: x for x in builtin()}['$b']; \
-why = b.availability(); print('$b:', why or 'available'); sys.exit(1 if why else 0)" 2>/dev/null \
-    && { [ $b = fa4 ] && VENDORS=$VENDORS,fa4; [ $b = cudnn-fe ] && CUDNN_FE=1; } || echo "$b: not importable here (skipped)"
+  if python3 -c "import sys; from attnbench.backends.registry import builtin; b = {x.name: x for x in builtin()}['$b']; \
+why = b.availability(); print('$b:', why or 'available'); sys.exit(1 if why else 0)" 2>/dev/null; then
+    if [ $b = fa4 ]; then VENDORS=$VENDORS,fa4; else CUDNN_FE=1; fi
+  else
+    echo "$b: not importable here (skipped)"
+  fi
 done
 ARGS="--repeats 1 --max-time 0.3 --timeout 120"
 step() {  # step NAME SHARE_OF_WHAT_IS_LEFT(%) attnbench-run-args...: one run into the store, its own time limit
@@ -40,7 +44,7 @@ grep -E "^(FAILED|ERROR)|Error|assert" $D/tests.txt | head -8
 step prefill 30 --grid ladder --where batch=1 --where q_heads=64 --modes prefill --dtype bf16 \
   --backends $VENDORS,triton-fa2,triton-hopper,triton-fp8,triton-fp8-incoherent,triton-fa1
 step fwdbwd 25 --grid ladder --modes train_fwd_bwd --backends $VENDORS,triton-fa2,triton-hopper
-step decode 30 --grid ladder --modes decode --where batch=8 --backends sdpa-flash,sdpa-cudnn,triton-decode${CUDNN_FE:+,cudnn-fe}
+step decode 30 --grid ladder --modes decode --where batch=8 --backends $VENDORS,triton-decode${CUDNN_FE:+,cudnn-fe}
 step fp8 25 --grid ladder --dtype fp8_e4m3 --backends triton-fp8${CUDNN_FE:+,cudnn-fe}
 # 3. the ablation: FA3 Table 2 as one grid of the Hopper variants (and the vendors beside them)
 step ablation 70 --grid ablation --backends triton-hopper-base,triton-hopper-ws,triton-hopper-ws-pipe,triton-hopper,$VENDORS
