@@ -37,7 +37,7 @@ step() {  # step NAME SHARE_OF_WHAT_IS_LEFT(%) attnbench-run-args...: one run in
 # 1. GPU tests (correctness through every gate; the first candidate config only: speed is the runs' business)
 t=$SECONDS
 ATTNBENCH_TRITON_TUNE=first timeout $(( $(left) * 30 / 100 )) python3 -m pytest -q -m gpu tests/test_triton_ladder.py \
-  -p no:cacheprovider -x -q > $D/tests.txt 2>&1
+  -p no:cacheprovider -q > $D/tests.txt 2>&1
 echo "gpu tests: exit $? after $((SECONDS - t)) s; $(tail -1 $D/tests.txt)"
 grep -E "^(FAILED|ERROR)|Error|assert" $D/tests.txt | head -8
 # 2. the ladder's anchor rows: prefill B1 Hq64 Hkv8 N16k (each rung, the vendors), fwd+bwd, decode B8, fp8 codes

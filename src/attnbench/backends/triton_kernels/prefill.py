@@ -180,15 +180,27 @@ def hopper(b: Bound, features: dict):
     """(first_call, step, backward) of a triton-hopper variant; the backward is FA2's on the forward's LSE."""
     from . import hopper as kernel
 
+    used = dict(features)  # what the kernel is compiled with: the variant's features unless the compiler refused one
+
     def fwd(cfg):
         named.run("tri_hop_fwd", lambda: kernel.forward(b.q, b.k, b.v, b.o, b.lse, b.scale, b.causal, b.off, cfg,
-                                                        features), b.q)
+                                                        used), b.q)
 
-    tag = "hop_" + "_".join(sorted(k for k, v in features.items() if v))
+    def choose():
+        tag = "hop_" + "_".join(sorted(k for k, v in used.items() if v))
+        cfg = tuning.choose(tag, b.key, hopper_candidates(b.q.device, b.q.shape[-1], used), fwd, b.q.device)
+        return {**cfg, "features": sorted(k for k, v in used.items() if v)}
 
     def first():
-        b.config["fwd"] = {**tuning.choose(tag, b.key, hopper_candidates(b.q.device, b.q.shape[-1], features), fwd,
-                                           b.q.device), "features": sorted(k for k, v in features.items() if v)}
+        try:
+            b.config["fwd"] = choose()
+        except RuntimeError as e:
+            # Triton 3.6 documents warp specialisation for Blackwell first: where it cannot compile this loop on
+            # this GPU the variant runs without it, and its config says so (the ablation shows the refusal)
+            if not used.get("ws") or "no launch config compiled" not in str(e):
+                raise
+            used["ws"] = False
+            b.config["fwd"] = {**choose(), "ws_refused": str(e)[:300]}
         return b.o
 
     def step():

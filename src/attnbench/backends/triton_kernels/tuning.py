@@ -40,20 +40,23 @@ def choose(kernel: str, key: tuple, candidates: list[dict], run, device) -> dict
         cfg = {k: v for k, v in _CHOSEN[full].items() if k not in ("tuned_over", "tune_s", "tuned_ms")}
         run(cfg)
         return {**_CHOSEN[full], "cached": True}
-    if device.type != "cuda" or len(candidates) == 1 or os.environ.get("ATTNBENCH_TRITON_TUNE") == "first":
+    if device.type != "cuda":
         run(candidates[0])
         _CHOSEN[full] = {**candidates[0], "tuned_over": 1}
         return dict(_CHOSEN[full])
+    if len(candidates) == 1 or os.environ.get("ATTNBENCH_TRITON_TUNE") == "first":
+        candidates = candidates[:1]
     import torch
 
     t0 = time.perf_counter()
-    timed = []
+    timed, refused = [], []
     for cfg in candidates:
         try:
             run(cfg)  # compile
             torch.cuda.synchronize(device)
         except Exception as e:  # a config the compiler refuses (shared memory, registers): not a candidate
             log.debug("%s: config %s refused: %s", kernel, cfg, e)
+            refused.append(f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}")
             continue
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -63,7 +66,8 @@ def choose(kernel: str, key: tuple, candidates: list[dict], run, device) -> dict
         end.synchronize()
         timed.append((start.elapsed_time(end) / 3, cfg))
     if not timed:
-        raise RuntimeError(f"{kernel}: no launch config compiled on {arch(device)} (tried {candidates})")
+        raise RuntimeError(f"{kernel}: no launch config compiled on {arch(device)} ({len(candidates)} tried; "
+                           f"the last refusal: {refused[-1] if refused else '?'})")
     ms, best = min(timed, key=lambda t: t[0])
     _CHOSEN[full] = {**best, "tuned_over": len(timed), "tune_s": round(time.perf_counter() - t0, 3),
                      "tuned_ms": round(ms, 4)}
