@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 41 on one H200: the triton ladder's GPU tests, then the ladder grid (every rung beside sdpa-cudnn, sdpa-flash
 # and fa4 when staged, in one store) and the Hopper ablation grid, then the ratio table against the issue's targets.
-# Run from the repository root:  BUDGET=240 bash lab/h200_triton.sh   (PYTHONPATH=src is set here; FULL=1 adds
-# quick's N >= 4k prefill rows of the ladder grid, which the default budget leaves out)
+# Run from the repository root:  BUDGET=240 bash lab/h200_triton.sh   (PYTHONPATH=src is set here). 240 s covers the
+# tests, the prefill anchors and the ablation; BUDGET=480 also decode, fwd+bwd, fp8 and the model step (each step
+# runs under its share of what is left, in this order; a rerun with the same $OUT resumes what a limit cut).
+# FULL=1 adds quick's N >= 4k prefill rows of the ladder grid.
 # Leaves in $OUT/triton/: ladder.sqlite (every run, one store), ladder.jsonl.gz (its export), tests.txt, run-*.txt,
 # table.txt, model.sqlite and model.txt (the whole-workload step); prints last the model table and the ratio table
 # (lab/triton_ladder_table.py).
@@ -26,42 +28,46 @@ why = b.availability(); print('$b:', why or 'available'); sys.exit(1 if why else
     echo "$b: not importable here (skipped)"
   fi
 done
-ARGS="--repeats 1 --max-time 0.3 --timeout 120"
+ARGS="--repeats 1 --max-time 0.2 --timeout 120"
 step() {  # step NAME SHARE_OF_WHAT_IS_LEFT(%) attnbench-run-args...: one run into the store, its own time limit
   local name=$1 share=$2; shift 2
-  local lim=$(( $(left) * share / 100 )); [ $lim -lt 20 ] && lim=20
+  if [ $(left) -lt 40 ]; then echo "run $name: skipped ($(left) s left)"; return; fi
+  local lim=$(( ($(left) - 15) * share / 100 )); [ $lim -lt 20 ] && lim=20  # 15 s kept for the figures
   local t=$SECONDS
   timeout $lim python3 -m attnbench run $ARGS --db $DB --tag ladder "$@" > $D/run-$name.txt 2>&1
   echo "run $name: exit $? after $((SECONDS - t)) s (limit $lim s); $(tail -1 $D/run-$name.txt)"
 }
 # 1. GPU tests (correctness through every gate; the first candidate config only: speed is the runs' business)
 t=$SECONDS
-ATTNBENCH_TRITON_TUNE=first timeout $(( $(left) * 30 / 100 )) python3 -m pytest -q -m gpu tests/test_triton_ladder.py \
+ATTNBENCH_TRITON_TUNE=first timeout $(( $(left) * 22 / 100 )) python3 -m pytest -q -m gpu tests/test_triton_ladder.py \
   -p no:cacheprovider -q > $D/tests.txt 2>&1
 echo "gpu tests: exit $? after $((SECONDS - t)) s; $(tail -1 $D/tests.txt)"
 grep -E "^(FAILED|ERROR)|Error|assert" $D/tests.txt | head -8
-# 2. the ladder's anchor rows: prefill B1 Hq64 Hkv8 N16k (each rung, the vendors), fwd+bwd, decode B8, fp8 codes
-step prefill 30 --grid ladder --where batch=1 --where q_heads=64 --modes prefill --dtype bf16 \
-  --backends $VENDORS,triton-fa2,triton-hopper,triton-fp8,triton-fp8-incoherent,triton-fa1
-step fwdbwd 25 --grid ladder --modes train_fwd_bwd --backends $VENDORS,triton-fa2,triton-hopper
-step decode 30 --grid ladder --modes decode --where batch=8 --backends $VENDORS,triton-decode${CUDNN_FE:+,cudnn-fe}
-step fp8 25 --grid ladder --dtype fp8_e4m3 --backends triton-fp8${CUDNN_FE:+,cudnn-fe}
-# 3. the ablation: FA3 Table 2 as one grid of the Hopper variants (and the vendors beside them)
-step ablation 70 --grid ablation --backends triton-hopper-base,triton-hopper-ws,triton-hopper-ws-pipe,triton-hopper,$VENDORS
+# 2. the ladder's anchor rows, most telling first: prefill B1 Hq64 Hkv8 N16k (each rung, the vendors), the Hopper
+# ablation (FA3 Table 2 as one grid; its 16k rows are the anchors, already stored, so they are not run twice), decode
+# B8 (eager and graph), fwd+bwd, fp8 codes. One tag: a step cut by its limit leaves the rest to a rerun (resume).
+step prefill 35 --grid ladder --where batch=1 --where q_heads=64 --modes prefill --dtype bf16 \
+  --backends $VENDORS,triton-fa2,triton-hopper,triton-fp8,triton-fa1,triton-fp8-incoherent
+step ablation 35 --grid ablation --backends triton-hopper-base,triton-hopper-ws,triton-hopper-ws-pipe,triton-hopper,$VENDORS
+step decode 40 --grid ladder --modes decode --where batch=8 --backends $VENDORS,triton-decode${CUDNN_FE:+,cudnn-fe}
+step fwdbwd 50 --grid ladder --modes train_fwd_bwd --backends $VENDORS,triton-fa2,triton-hopper
+step fp8 40 --grid ladder --dtype fp8_e4m3 --backends triton-fp8${CUDNN_FE:+,cudnn-fe}
 if [ "${FULL:-0}" = 1 ]; then
   step quick 90 --grid ladder --where q_heads=32 --modes prefill --backends $VENDORS,triton-fa2,triton-hopper
 fi
-# 4. the whole-workload figure: a Llama-3.1-8B-shaped step (4 layers, prefill and train at 8k) with the rungs'
-# attention against sdpa-flash, Amdahl's prediction from the kernel rows above (MODEL=0 skips it)
-if [ "${MODEL:-1}" = 1 ] && [ $(left) -gt 45 ]; then
+# 3. the whole-workload figure: a Llama-3.1-8B-shaped step (4 layers, prefill and train at 8k) with the rungs'
+# attention against sdpa-flash, Amdahl's prediction from the kernel rows above (MODEL=0 skips it; it needs ~90 s)
+if [ "${MODEL:-1}" = 1 ] && [ $(left) -gt 110 ]; then
   t=$SECONDS
   timeout $(( $(left) - 25 )) python3 -m attnbench model --config llama3.1-8b --layers 4 --steps prefill,train \
     --seqlen 8k --batch 1 --backends sdpa-cudnn,triton-fa2,triton-hopper --db $D/model.sqlite --kernel-db $DB \
-    --max-time 0.3 --timeout 90 > $D/run-model.txt 2>&1
+    --max-time 0.2 --timeout 90 > $D/run-model.txt 2>&1
   echo "model: exit $? after $((SECONDS - t)) s; $(tail -1 $D/run-model.txt)"
   python3 -m attnbench model --show --db $D/model.sqlite > $D/model.txt 2>&1
+else
+  echo "model: skipped ($(left) s left; it wants 110)"
 fi
-# 5. the figures
+# 4. the figures
 python3 -m attnbench export --db $DB --out $D/ladder.jsonl.gz > /dev/null 2>&1 || echo "export failed"
 python3 -m attnbench show --db $DB --rank > $D/show.txt 2>&1
 [ -f $D/model.txt ] && tail -12 $D/model.txt

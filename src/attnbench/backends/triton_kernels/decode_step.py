@@ -4,8 +4,7 @@ from __future__ import annotations
 from . import decode, named, tuning
 
 INTERPRETER = [{"BLOCK_N": 16, "num_warps": 4, "num_stages": 1}]
-CUDA = [{"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, {"BLOCK_N": 128, "num_warps": 4, "num_stages": 2},
-        {"BLOCK_N": 32, "num_warps": 4, "num_stages": 4}]
+CUDA = [{"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, {"BLOCK_N": 128, "num_warps": 4, "num_stages": 2}]
 
 
 def build(w, inputs, to_bhnd, causal_offset, config: dict):

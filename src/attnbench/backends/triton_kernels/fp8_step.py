@@ -7,7 +7,7 @@ from . import interpreting
 from .prefill import INTERPRETER, Bound, _c
 
 # 128-row query tiles with 64- or 128-key blocks (the scale blocks are 128 rows: a tile never straddles two)
-CUDA = {64: [_c(128, 64, 4, 3), _c(128, 128, 8, 3)], 128: [_c(128, 64, 8, 3), _c(128, 128, 8, 2), _c(64, 64, 4, 3)],
+CUDA = {64: [_c(128, 64, 4, 3), _c(128, 128, 8, 3)], 128: [_c(128, 64, 8, 3), _c(128, 128, 8, 2)],
         256: [_c(64, 64, 8, 2), _c(128, 64, 8, 2)]}
 
 

@@ -12,17 +12,16 @@ def _c(bm, bn, w, s, **kw) -> dict:
     return {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s, **kw}
 
 
-# Forward candidates per head dim (few: each one compiles in the cold call): the FA2 paper's 128x64 / 128x128
+# Forward candidates per head dim (two: each one compiles and is timed in the cold call, within a recipe's budget): the FA2 paper's 128x64 / 128x128
 # tiles for D <= 128, smaller K/V tiles at 256 where registers bound the tile.
-FWD = {64: [_c(128, 64, 4, 3), _c(128, 128, 8, 3), _c(64, 64, 4, 3)],
-       128: [_c(128, 64, 8, 3), _c(128, 128, 8, 2), _c(64, 64, 4, 3)],
-       256: [_c(64, 64, 8, 2), _c(128, 32, 8, 2), _c(64, 32, 4, 2)]}
+FWD = {64: [_c(128, 64, 4, 3), _c(128, 128, 8, 3)],
+       128: [_c(128, 64, 8, 3), _c(128, 128, 8, 2)],
+       256: [_c(64, 64, 8, 2), _c(128, 32, 8, 2)]}
 # Backward: BLOCK_N the KV rows a dK/dV program holds, BWD_M the query rows per step; BLOCK_M the query rows a
 # dQ program holds, BWD_N the KV rows per step. The first candidate of each list is the one least likely to spill
 # (ATTNBENCH_TRITON_TUNE=first takes it).
 BWD = {64: [_c(64, 64, 4, 2, BWD_M=32, BWD_N=32), _c(128, 128, 8, 2, BWD_M=32, BWD_N=32)],
-       128: [_c(64, 64, 4, 2, BWD_M=32, BWD_N=32), _c(128, 128, 8, 2, BWD_M=32, BWD_N=32),
-             _c(64, 64, 4, 2, BWD_M=64, BWD_N=64)],
+       128: [_c(64, 64, 4, 2, BWD_M=32, BWD_N=32), _c(128, 128, 8, 2, BWD_M=32, BWD_N=32)],
        256: [_c(64, 64, 8, 1, BWD_M=32, BWD_N=32), _c(32, 32, 4, 1, BWD_M=32, BWD_N=32)]}
 
 
@@ -159,7 +158,7 @@ def fa1(b: Bound):
 
 
 # FA1: one program per batch·head, so the tile is all it has; K/V blocks held, query blocks streamed
-FA1 = {64: [_c(64, 64, 4, 2), _c(128, 64, 8, 2)], 128: [_c(64, 64, 4, 2), _c(128, 64, 8, 2)],
+FA1 = {64: [_c(64, 64, 4, 2)], 128: [_c(64, 64, 4, 2)],
        256: [_c(32, 64, 4, 1), _c(64, 32, 4, 1)]}
 
 
@@ -172,7 +171,7 @@ def hopper_candidates(device, head_dim: int, features: dict) -> list[dict]:
     if head_dim > 128:
         return [_c(64, 64, 8, 3 if deep else 2), _c(128, 32, 8, 3 if deep else 2)]
     if deep:
-        return [_c(128, 64, 8, 3), _c(128, 128, 8, 3), _c(128, 64, 8, 4)]
+        return [_c(128, 64, 8, 3), _c(128, 128, 8, 3)]
     return [_c(128, 64, 8, 2), _c(128, 128, 8, 2)]
 
 
