@@ -153,7 +153,7 @@ FP8_VARIANTS = (
 HOPPER_VARIANTS = (
     ("triton-hopper-base", {"tma": True}, "TMA tensor descriptors, 2-stage pipeline"),
     ("triton-hopper-ws", {"tma": True, "ws": True}, "+ warp specialisation"),
-    ("triton-hopper-ws-pipe", {"tma": True, "ws": True, "pipe": True}, "+ warp specialisation + 3-4 stage pipeline"),
+    ("triton-hopper-ws-pipe", {"tma": True, "ws": True, "pipe": True}, "+ warp specialisation + 3-stage pipeline"),
     ("triton-hopper", {"tma": True, "ws": True, "pipe": True, "persistent": True},
      "+ warp specialisation + deeper pipeline + persistent tiles (heaviest first)"),
 )

@@ -163,7 +163,7 @@ FA1 = {64: [_c(64, 64, 4, 2)], 128: [_c(64, 64, 4, 2)],
 
 
 # The Hopper rung: 128-row query tiles (two warpgroups of 64 rows, FA3's consumer shape) by default; the candidates'
-# stage count is the variant's (2 without deeper pipelining, 3-4 with it)
+# stage count is the variant's (2 without deeper pipelining, 3 with it)
 def hopper_candidates(device, head_dim: int, features: dict) -> list[dict]:
     if device.type != "cuda":
         return INTERPRETER
