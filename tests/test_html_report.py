@@ -88,7 +88,7 @@ def build(tmp: Path, *specs, out: str = "site", expect: int = 0) -> Path:
 @pytest.fixture(scope="module")
 def one_site(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("one")
-    return build(tmp, make_store(tmp / "alpha.sqlite", "alpha"))
+    return build(tmp, make_store(tmp / "alpha.sqlite", "alpha"), "--pdf")  # PDFs on request (issue 43)
 
 
 def html_of(site: Path) -> dict[str, str]:
@@ -291,7 +291,7 @@ def model_site(tmp_path_factory) -> Path:
     from test_model_rows_io import model_store
 
     tmp = tmp_path_factory.mktemp("model")
-    return build(tmp, model_store(make_store(tmp / "alpha.sqlite", "alpha")))
+    return build(tmp, model_store(make_store(tmp / "alpha.sqlite", "alpha")), "--pdf")
 
 
 def test_model_rows_get_a_page_with_its_figure(model_site):

@@ -4,9 +4,11 @@ opened read-only; exports unchanged."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import numpy as np
+import pytest
 
 from attnbench.analysis import analyze
 from attnbench.record import Status, lacks
@@ -121,3 +123,38 @@ def test_an_attempt_already_stored_keeps_its_samples(tmp_path):
     assert s.insert_many([{**rs[0], "samples_us": [1.0, 2.0]}]) == 0  # the attempt has a row: ignored
     s.close()
     assert table(path)[rs[0]["attempt_key"]][2].tolist() == rs[0]["samples_us"]
+
+
+def test_a_report_draws_each_figure_once_as_svg_and_no_pdf_unless_asked(tmp_path):  # --pdf: test_html_report
+    pytest.importorskip("matplotlib")
+    from test_html_report import build, make_store
+
+    store = make_store(tmp_path / "alpha.sqlite", "alpha")
+    site = build(tmp_path, store)
+    figs = tmp_path / "site" / "figures"
+    svgs = sorted(figs.glob("*.svg"))
+    assert len(svgs) >= 5 and not list(figs.glob("*.pdf"))  # was: a PDF of every figure, a second draw each
+    pages = "".join(p.read_text() for p in site.rglob("*.html"))
+    assert 'src="figures/' in pages and not re.search(r'href="[^"]*figures/[^"]*\.pdf"', pages)  # no dead link
+    assert all(json.loads(s.with_suffix(".json").read_text())["files"] == {"svg": s.name, "csv": s.stem + ".csv"}
+               for s in svgs)
+
+
+@pytest.mark.parametrize("pdf", [False, True])
+def test_a_figure_is_one_svg_and_a_pdf_only_when_asked(tmp_path, pdf):
+    pytest.importorskip("matplotlib")
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from attnbench.report.html.figure_files import FigureFiles
+
+    figs = FigureFiles(tmp_path, ["a=a.sqlite"], pdf=pdf)
+    fig = Figure(figsize=(2, 1.5))
+    fig.subplots().plot([1, 2], [3, 4])
+    block = figs.add(fig, pd.DataFrame({"x": [1, 2]}), "one", "One", "all", "caption")
+    names = sorted(p.name for p in (tmp_path / "figures").iterdir())
+    want = ["01-one.csv", "01-one.json", "01-one.svg"] + (["01-one.pdf"] if pdf else [])
+    assert names == sorted(want)  # was: a PDF always, a second full draw of every figure
+    assert ('href="figures/01-one.pdf"' in block) == pdf and 'width="200" height="150"' in block
+    files = json.loads((tmp_path / "figures" / "01-one.json").read_text())["files"]
+    assert set(files) == ({"svg", "csv", "pdf"} if pdf else {"svg", "csv"})

@@ -69,6 +69,8 @@ FULL = {
     # ---- report --by: the page's sides are tested on the page itself
     "tests/test_scale.py::test_report_by_device_name_end_to_end":
         "test_scale::test_the_portability_page_compares_the_sides_of_by (the page and --by's parsing)",
+    "tests/test_scale_store.py::test_a_report_draws_each_figure_once_as_svg_and_no_pdf_unless_asked":
+        "FigureFiles with and without PDF: test_html_report's sites, built with --pdf, link and hold every PDF",
     # ---- counters (issue 39): run --counters end to end (spawned workers); the step and the sink stay default
     "tests/test_counters.py::test_run_with_fake_counters_through_the_real_runner":
         "test_counters::test_the_counters_step_and_the_sink_make_the_counters_row",

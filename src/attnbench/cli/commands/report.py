@@ -9,7 +9,7 @@ from ...analysis.sides import BY_CHOICES
 from ..usage import UsageError
 
 NAME = "report"
-HELP = "an offline HTML site and publication figures (SVG, PDF, data) of stores"
+HELP = "an offline HTML site and publication figures (SVG, PDF with --pdf, data) of stores"
 DESCRIPTION = ("Build a static site from one or more stores or exports: each device and\n"
                "build with its ceilings, attempts per status, prefill/training and decode\n"
                "figures, portability across the stores, and the correctness, dispatch and\n"
@@ -29,7 +29,8 @@ device_name compares the device models of the stores (one store holding
 several GPUs: an import of another study, a run over mixed GPUs) on the
 portability page as `attnbench analyze --by` does; the other pages stay
 per store. Each figure is an SVG in the page
-with a PDF, its data (CSV) and its caption (JSON) beside it in DIR/figures.
+with its data (CSV) and its caption (JSON) beside it in DIR/figures, and
+with --pdf a PDF of it too.
 DIR must be new, empty, or a site this command wrote before; it is replaced
 whole, once the new site is complete."""
 FORMATTER = argparse.RawDescriptionHelpFormatter
@@ -42,6 +43,8 @@ def add_arguments(h) -> None:
                    help="the backend speedup heatmaps divide by (default: sdpa-flash where it ran OK, else the "
                         "backend with the most OK rows)")
     h.add_argument("--title", help="the site's title (default: the store labels)")
+    h.add_argument("--pdf", action="store_true",
+                   help="also write each figure as a PDF (for papers) beside its SVG; a second draw of every figure")
     h.add_argument("--by", default="label", choices=BY_CHOICES, metavar="COLUMN",
                    help="the sides the portability page compares, as analyze --by: " + ", ".join(BY_CHOICES)
                         + " (default: label, one per store)")
@@ -88,7 +91,7 @@ def run(args) -> int:
     # the portability page's sides when --by names another than the store (the other pages stay per store)
     by_analysis = analyze.of(data, by=args.by) if args.by != BY and not df.empty else None
     try:
-        counts = site.write(SiteData(data, by_label, baseline, by_analysis), out, title)
+        counts = site.write(SiteData(data, by_label, baseline, by_analysis), out, title, pdf=args.pdf)
     except OSError as e:  # a full disk: site.write put nothing in place and removed its partial directory
         raise UsageError(f"cannot write the site to {out}: {e.strerror or e}; {out} is as it was") from None
     what = f"speedups are over {baseline}" if baseline else "the stores hold model rows only"

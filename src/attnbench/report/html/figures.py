@@ -49,12 +49,14 @@ def _length_axis(ax, lengths) -> None:
 
 def plain_log_axis(ax) -> None:
     """A log y axis labelled as plain numbers (no 6×10² minor labels): 10, 20, 50, 100, ... over up to
-    2.5 decades, 10, 100, 1,000, ... over more."""
+    2.5 decades, 10, 100, 1,000, ... over more. No minor ticks: unlabelled, they were four fifths of a
+    figure's ticks and a third of its drawing time (issue 43)."""
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
     wide = lo > 0 and math.log10(hi / lo) > 2.5
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 

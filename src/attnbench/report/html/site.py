@@ -53,11 +53,11 @@ def _copy_assets(root: Path) -> None:
         (root / "assets" / name).write_bytes((src / name).read_bytes())
 
 
-def build(data: SiteData, root: Path, title: str) -> dict:
-    """Write every page of the site (pages.PAGES, those that apply) into the empty directory `root`; returns
-    counts of what was written."""
+def build(data: SiteData, root: Path, title: str, pdf: bool = False) -> dict:
+    """Write every page of the site (pages.PAGES, those that apply) into the empty directory `root`, each figure's
+    PDF too when `pdf`; returns counts of what was written."""
     footer = _footer(data)
-    figs = FigureFiles(root, [f"{label}={p}" for label, p in data.paths.items()])
+    figs = FigureFiles(root, [f"{label}={p}" for label, p in data.paths.items()], pdf)
     ctx = Context(data, figs)
     _copy_assets(root)
     with matplotlib.rc_context(STYLE):
@@ -73,7 +73,7 @@ def build(data: SiteData, root: Path, title: str) -> dict:
     return {"pages": len(nav) + len(ctx.docs), "figures": figs.count}
 
 
-def write(data: SiteData, out: Path, title: str) -> dict:
+def write(data: SiteData, out: Path, title: str, pdf: bool = False) -> dict:
     """Build the site next to `out` and put it in place at the end: a failure leaves `out` as it was and
     no partial directory behind."""
     check_out(out)
@@ -82,7 +82,7 @@ def write(data: SiteData, out: Path, title: str) -> dict:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        counts = build(data, tmp, title)
+        counts = build(data, tmp, title, pdf)
         if out.exists():
             out.rename(old)
         tmp.rename(out)
