@@ -1,5 +1,7 @@
-"""FlashAttention-3's Table 3 (issue 40) beside the paper: each row's RMSE against float64 on N(0,1) + N(0,100)·Bernoulli(0.001)
-inputs, and each row over the FP8 per-tensor baseline beside the paper's ratio.
+"""FlashAttention-3's Table 3 (issue 40) beside the paper.
+
+Each row's RMSE against float64 on N(0,1) + N(0,100)·Bernoulli(0.001) inputs, and each row over the FP8
+per-tensor baseline beside the paper's ratio.
 
   python lab/fp8_table3.py [--shape 1x2x512x128] [--seed 0] [--device cpu|cuda]
       the emulator's rows and the 16-bit rows (attnbench.measure.table3), on CPU or a GPU;
@@ -103,10 +105,12 @@ def from_store(path: str, kv: int) -> None:
     for r in bad[:12]:
         print(f"  {r['backend']} {r['dtype']} kv={r['kv_len']} causal={r['causal']} {r['status']}: "
               f"{(r['reason'] or '')[:150]}")
-    print(f"\nthroughput at the anchor (N 16k, Hq 64, Hkv 8, D 128; published cuDNN FP8 ~{PAPER_ANCHOR_TFLOPS:g} TFLOP/s)")
+    print("\nthroughput at the anchor (N 16k, Hq 64, Hkv 8, D 128; published cuDNN FP8 "
+          f"~{PAPER_ANCHOR_TFLOPS:g} TFLOP/s)")
     for r in rows:
         if r["kv_len"] == 16384 and r["status"] == "OK" and r["median_us"]:
-            print(f"  {r['backend']:14} {r['dtype']:9} {r['median_us']:10.1f} us {r['flops'] / r['median_us'] / 1e6:8.1f} "
+            tflops = r["flops"] / r["median_us"] / 1e6
+            print(f"  {r['backend']:14} {r['dtype']:9} {r['median_us']:10.1f} us {tflops:8.1f} "
                   "TFLOP/s (quantisation outside the timed step)")
 
 

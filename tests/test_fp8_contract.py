@@ -37,7 +37,8 @@ def _representative(fmt: str) -> torch.Tensor:
     codes = torch.arange(256, dtype=torch.uint8).view(getattr(torch, TORCH_NAMES[fmt])).float()
     vals = codes[torch.isfinite(codes)].unique()
     mids = (vals[1:] + vals[:-1]) / 2
-    step = torch.nextafter(mids, torch.full_like(mids, math.inf)), torch.nextafter(mids, torch.full_like(mids, -math.inf))
+    up, down = torch.full_like(mids, math.inf), torch.full_like(mids, -math.inf)
+    step = torch.nextafter(mids, up), torch.nextafter(mids, down)
     top = FORMATS[fmt][2]
     edges = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, top, top * 1.03, top * 1.07, top * 1.25, 1e30,
                           2.0 ** -10, 2.0 ** -20, 2.0 ** -149])
@@ -168,7 +169,8 @@ def test_fa3_outliers_for_any_workload_and_dtype(dist):
     for dtype in ("fp32", "bf16", "fp8_e4m3"):
         w = w8(dtype=dtype)
         a, b = make_inputs(w, "cpu", 0, dist), make_inputs(w, "cpu", 0, dist)
-        assert torch.equal(a.q.float(), b.q.float()) and not torch.equal(a.q.float(), make_inputs(w, "cpu", 0).q.float())
+        other = make_inputs(w, "cpu", 0).q.float()
+        assert torch.equal(a.q.float(), b.q.float()) and not torch.equal(a.q.float(), other)
 
 
 def _write_safetensors(path: Path, arrays: dict) -> None:
@@ -187,7 +189,8 @@ def _write_safetensors(path: Path, arrays: dict) -> None:
 def test_activations_loaded_from_a_file(tmp_path, suffix, layout):
     w = w8(dtype="fp32", layout=layout, kv_len=32)
     shapes = distributions.workload_shapes(w)
-    arrays = {n: np.random.default_rng(i).standard_normal(s).astype(np.float32) for i, (n, s) in enumerate(shapes.items())}
+    arrays = {n: np.random.default_rng(i).standard_normal(s).astype(np.float32)
+              for i, (n, s) in enumerate(shapes.items())}
     path = tmp_path / f"acts{suffix}"
     np.savez(path, **arrays) if suffix == ".npz" else _write_safetensors(path, arrays)
     inp = make_inputs(w, "cpu", 0, f"file:{path}")

@@ -1,4 +1,6 @@
-"""FP8 fake backends (issue 40), loaded with --plugin: a correct tiled float8 kernel and the FP8 failures users report, each to be caught by the runner.
+"""FP8 fake backends (issue 40), loaded with --plugin: a correct tiled float8 kernel and the FP8 failures users report.
+
+Each failure is to be caught by the runner.
 
 The kernel is FlashAttention's forward with float8 operands: Q·Kᵀ and P·V as float8 GEMMs (torch's
 _scaled_mm, with the inputs' descales), the online softmax in float32 over 128-key tiles, P scaled

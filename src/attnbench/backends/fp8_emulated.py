@@ -1,4 +1,6 @@
-"""FP8 attention emulated exactly (backends/fp8_quant.py): one accuracy-reference backend per quantisation scheme, for Table 3 and the fp8 contract's evidence.
+"""FP8 attention emulated exactly (backends/fp8_quant.py): one accuracy-reference backend per quantisation scheme.
+
+For Table 3 and the fp8 contract's evidence.
 
 Each quantises Q, K, V (and P) as its scheme says and computes the rest in float64, on CPU or GPU,
 for bf16/fp16/fp32 workloads (the scheme's quantisation of the drawn values: FlashAttention-3's

@@ -1,4 +1,6 @@
-"""FP8 quantisation emulated with torch ops (CPU or GPU): e4m3/e5m2 rounding bit-for-bit as torch's float8 casts, and the schemes an FP8 attention kernel declares.
+"""FP8 quantisation emulated with torch ops (CPU or GPU): float8 rounding as torch casts, and FP8 attention schemes.
+
+e4m3/e5m2 rounding bit-for-bit as torch's float8 casts, and the schemes an FP8 attention kernel declares.
 
 A scheme says how Q, K and V become float8 before the two products (one scale per tensor, per
 (batch, head), or per tile of `block` rows of one (batch, head)), whether Q and K are first turned

@@ -1,4 +1,6 @@
-"""Input distributions by name (`run --inputs`): the drawn ones, FlashAttention-3's outlier protocol with stated parameters, and Q/K/V loaded from a file.
+"""Input distributions by name (`run --inputs`): drawn ones, FlashAttention-3's outlier protocol, Q/K/V from a file.
+
+The outlier protocol takes its rate and scale as stated parameters.
 
 - `normal`: N(0, 1); `outliers`: N(0, 1) + N(0, 100)·Bernoulli(0.001); `large-logits`: Q and K drawn
   N(0, 30) (measure/inputs.py says why each exists).

@@ -1,4 +1,6 @@
-"""The FP8 numerical contract: a backend's output error against float64 may be at most FACTOR x the error of its declared quantisation scheme, emulated exactly on the same inputs.
+"""The FP8 numerical contract: output error at most FACTOR x its declared quantisation scheme's, emulated exactly.
+
+A backend's output error against float64 is set against its scheme's, emulated on the same inputs.
 
 A backend declares its scheme as `fp8_scheme` (a Scheme or its name, backends/fp8_quant.py); an fp8
 workload's backend that declares none is held to DEFAULT_SCHEMES. The emulation (`emulate`) quantises

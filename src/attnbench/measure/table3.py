@@ -1,4 +1,6 @@
-"""FlashAttention-3's Table 3 (§4.3) as data: its rows, the paper's RMSE figures, and each row computed on given inputs against float64.
+"""FlashAttention-3's Table 3 (§4.3) as data: its rows, the paper's RMSE figures, each row computed on given inputs.
+
+Each row's figure is the RMSE of its output against float64.
 
 The protocol: Q, K, V drawn from N(0, 1) + N(0, 100)·Bernoulli(0.001) (measure/distributions.py,
 `fa3-outliers`), the reference float64 attention of those values, the figure the RMSE of the
