@@ -81,7 +81,8 @@ def test_attention_families_are_sdpas_four_and_the_optional_libraries_own():
     from attnbench.backends.registry import builtin
 
     sdpa = {"pytorch-flash-cpu", "cudnn", "pytorch-flash", "cutlass-fmha"}
-    assert ATTENTION_FAMILIES == sdpa | {"flash-attn2", "flash-attn3", "flash-attn4", "flashinfer"}
+    ladder = {"triton-fa1", "triton-fa2", "triton-decode", "triton-hopper", "triton-fp8"}  # issue 41's own kernels
+    assert ATTENTION_FAMILIES == sdpa | {"flash-attn2", "flash-attn3", "flash-attn4", "flashinfer"} | ladder
     declared: dict[str, set] = {}
     for b in builtin():
         for f in b.kernel_patterns:

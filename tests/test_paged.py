@@ -146,7 +146,7 @@ def test_a_kernel_ignoring_the_page_table_is_incorrect():
 
 def test_backends_without_a_paged_path_refuse_with_a_reason():
     w16 = d_(dtype="bf16", head_dim=64, head_dim_v=64)
-    paged_ok = {"reference", "fa2", "fa3", "fa4", "flashinfer-decode", "cudnn-fe"}
+    paged_ok = {"reference", "fa2", "fa3", "fa4", "flashinfer-decode", "cudnn-fe", "triton-decode"}
     for b in registry.builtin():
         if b.name in paged_ok:
             continue
