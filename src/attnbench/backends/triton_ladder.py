@@ -96,6 +96,8 @@ class TritonRung(Backend):
         if self.rung not in ("fa2", "hopper") or window:
             raise Rejected(f"{self.name} attends a model's tensors only as triton-fa2 and the triton-hopper rungs do, "
                            "without a sliding window")
+        if q.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+            raise Rejected("Triton kernels run on CPU only under its interpreter (TRITON_INTERPRET=1)")
         dtype = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(q.dtype))
         if dtype is None:
             raise Rejected(f"{self.name} takes bf16 or fp16, not {q.dtype}")
