@@ -46,8 +46,6 @@ def main(path: str) -> int:
                 print(f"{w.what:44s} {'triton-decode':22s} {w['bytes'] / row['triton-decode'] / 1e3:7.0f}G "
                       f"{who:>12s} {r:6.2f} >=0.95 (KV bandwidth) {'MET' if r >= 0.95 else 'NOT MET'}")
             continue
-        if not vend and w["dtype"] != "fp8_e4m3":
-            continue
         v_us, v_name = min(vend) if vend else (None, "-")
         rungs = [b for b in row.index if b.startswith("triton") and pd.notna(row[b])]
         for b in sorted(rungs):
