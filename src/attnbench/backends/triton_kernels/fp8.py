@@ -22,7 +22,7 @@ FP8_MAX = 448.0
 
 
 @triton.jit
-def to_e4m3(x, dtype, PREROUND: tl.constexpr):
+def to_e4m3(x, dtype: tl.constexpr, PREROUND: tl.constexpr):
     """x (fp32, |x| <= 448) cast to e4m3. PREROUND (CPU interpreter only): Triton 3.6's interpreter loses the carry
     when rounding up across a power of two (125.7 -> 64, not 128), so the value is first rounded to its e4m3
     neighbour with arithmetic (3 mantissa bits, exponents from -6) and the cast is then exact."""
