@@ -2,8 +2,9 @@
 
 - TMA: Q, K, V and O move through tensor descriptors (tl.make_tensor_descriptor: 4-D over the tensors' own strides,
   out-of-range rows padded with zeros on load and dropped on store), issued by the TMA unit, not by threads.
-- WS: the KV loop asks for warp specialisation (tl.range(..., warp_specialize=True)): the compiler splits loads,
-  MMAs and softmax into partitions, its form of FA3's producer/consumer warpgroups.
+- WS: the KV loop asks for warp specialisation (tl.range(..., warp_specialize=True)), the compiler's form of FA3's
+  producer/consumer warpgroups; Triton 3.6 applies it on Blackwell only: on sm_90 the PTX is the base's
+  (lab/triton_compile_check.py), so there the -ws variant is a control.
 - STAGES: the KV loop's software-pipeline depth (K/V blocks in flight), FA3's intra-loop pipelining as far as the
   compiler's schedule goes.
 - PERSISTENT: one program per SM looping over (query block, batch·head) tiles, heaviest causal tiles first.
