@@ -100,6 +100,12 @@ FULL = {
         "test_fp8_contract::test_a_correct_tiled_fp8_kernel_is_ok_within_the_contract[128]",
     "tests/test_fp8_contract.py::test_misbehaving_fp8_kernels_are_caught[fake-fp8-tile-collapse-255-OK-None]":
         "the tile-collapse fake at 256 (INCORRECT) and the correct kernel at 128 (OK)",
+    # ---- issue 42.2's same-values gate: the runner with real sleeps of 0-20 ms (20-40 s on a loaded host)
+    "tests/test_repeat_gate.py::test_the_honest_control_through_the_runner_many_times_under_delays":
+        "test_repeat_gate::test_the_honest_control_through_the_runner_with_real_delays_is_ok (one attempt) and the "
+        "simulated loads",
+    "tests/test_repeat_gate.py::test_the_cache_fakes_through_the_runner_under_delays_are_caught[*]":
+        "test_fresh_inputs::test_input_caches_caught_with_fresh_inputs (the same fakes without delays)",
 }
 
 
