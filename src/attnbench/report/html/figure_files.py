@@ -41,8 +41,8 @@ class FigureFiles:
         fig.savefig(self.dir / f"{base}.svg", format="svg", metadata={"Date": None})
         if "pdf" in self.formats:
             fig.savefig(self.dir / f"{base}.pdf", format="pdf", metadata={"CreationDate": None, "ModDate": None})
-        width, height = fig.get_size_inches() * fig.dpi
-        fig.clear()  # its artists freed now, not when the page's last figure is
+        width, height = fig.get_size_inches() * fig.dpi  # the caller drops the figure: not cleared (Axes.clear
+        # makes every tick again, a tenth of the drawing) nor closed (a Figure, not pyplot's: no state holds it)
         data.to_csv(self.dir / f"{base}.csv", index=False)
         records = json_ready(data.astype(object).where(data.notna(), None).to_dict(orient="records"))
         about = {"figure": self.count, "title": title, "slice": slice_text, "caption": caption,
