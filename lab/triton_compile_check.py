@@ -74,7 +74,7 @@ def cases(quick: bool):
                          HEAD_DV=d, PER_TENSOR=per_tensor, O_FP8=o_fp8, UPCAST=False), cfg
         for had, tr in ((True, False), (False, True)):
             yield f"fp8_quant D{d} hadamard={had} transpose={tr}", fp8.tri_fp8_quant, {
-                "X": "*bf16", "M": "*fp32", "CODES": "*fp8e4nv", "SCALES": "*fp32"}, dict(
+                "X": "*bf16", "M": "*bf16", "CODES": "*fp8e4nv", "SCALES": "*fp32", "inv_sqrt_d": "fp32"}, dict(
                 HADAMARD=had, TRANSPOSE=tr, QB=fp8.QBLOCK, HEAD_D=d, UPCAST=False), {"num_warps": 4}
         for cfg in decode_step.CUDA:
             for paged in (False, True):

@@ -35,7 +35,7 @@ def to_e4m3(x, dtype: tl.constexpr, PREROUND: tl.constexpr):
 
 
 @triton.jit
-def tri_fp8_quant(X, M, CODES, SCALES, sxb, sxh, sxn, sxd, H, N, NBLK,
+def tri_fp8_quant(X, M, CODES, SCALES, inv_sqrt_d, sxb, sxh, sxn, sxd, H, N, NBLK,
                   HADAMARD: tl.constexpr, TRANSPOSE: tl.constexpr, QB: tl.constexpr, HEAD_D: tl.constexpr,
                   UPCAST: tl.constexpr):
     blk = tl.program_id(0)
@@ -45,10 +45,12 @@ def tri_fp8_quant(X, M, CODES, SCALES, sxb, sxh, sxn, sxd, H, N, NBLK,
     rows = blk * QB + tl.arange(0, QB)
     offs_d = tl.arange(0, HEAD_D)
     x = tl.load(X + b * sxb + h * sxh + rows[:, None] * sxn + offs_d[None, :] * sxd, mask=rows[:, None] < N,
-                other=0.0).to(tl.float32)
-    if HADAMARD:
+                other=0.0)
+    if HADAMARD:  # x · diag(±1)·H in x's own dtype (±1 is exact there; fp32 sums), then the 1/√d
         m = tl.load(M + offs_d[:, None] * HEAD_D + offs_d[None, :])
-        x = mm(x, m, UPCAST)
+        x = mm(x, m, UPCAST) * inv_sqrt_d
+    else:
+        x = x.to(tl.float32)
     amax = tl.max(tl.max(tl.abs(x), 1), 0)
     scale = tl.where(amax > 0, amax / 448.0, 1.0)
     codes = to_e4m3(tl.minimum(tl.maximum(x / scale, -448.0), 448.0), CODES.dtype.element_ty, UPCAST)
@@ -119,16 +121,17 @@ def tri_fp8_fwd(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sob, soh, son, sod,
     tl.store(O + b * sob + h * soh + offs_m[:, None] * son + offs_dv[None, :] * sod, out, mask=offs_m[:, None] < NQ)
 
 
-def hadamard(d: int, seed: int, device) -> torch.Tensor:
-    """M = diag(±1)·H/√d (fp32, (d, d)), the signs fp8_quant.random_signs draws for `seed`, so the contract's
-    emulation of the declared scheme turns Q and K by the same matrix."""
+def hadamard(d: int, seed: int, device, dtype) -> torch.Tensor:
+    """diag(±1)·H ((d, d), entries ±1, exact in `dtype`, the inputs' 16-bit type), the signs fp8_quant.random_signs
+    draws for `seed`, so the contract's emulation of the declared scheme turns Q and K by the same matrix; the
+    quantiser multiplies by 1/√d after the product (an fp32 matrix of D=256 needs 256 KiB of shared memory)."""
     from ..fp8_quant import random_signs
 
     h = torch.ones(1, 1, dtype=torch.float64)
     while h.shape[0] < d:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
     signs = random_signs(d, seed, "cpu")
-    return (signs[:, None] * h / math.sqrt(d)).to(device=device, dtype=torch.float32).contiguous()
+    return (signs[:, None] * h).to(device=device, dtype=dtype).contiguous()
 
 
 class Buffers:
@@ -153,7 +156,8 @@ def quantise(q, k, v, bufs: Buffers, m, up: bool) -> None:
     for x, codes, scales, nb, had, tr in ((q, bufs.q8, bufs.sq, bufs.nbq, m is not None, False),
                                           (k, bufs.k8, bufs.sk, bufs.nbk, m is not None, False),
                                           (v, bufs.vt8, bufs.sv, bufs.nbk, False, True)):
-        tri_fp8_quant[(nb, B * x.shape[1])](x, m if had else x, codes, scales, *x.stride(), x.shape[1], x.shape[2],
+        tri_fp8_quant[(nb, B * x.shape[1])](x, m if had else x, codes, scales, x.shape[3] ** -0.5, *x.stride(),
+                                            x.shape[1], x.shape[2],
                                             nb, HADAMARD=had, TRANSPOSE=tr, QB=QBLOCK, HEAD_D=x.shape[3], UPCAST=up,
                                             num_warps=4)
 

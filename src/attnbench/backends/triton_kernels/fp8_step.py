@@ -21,7 +21,7 @@ def build(b: Bound, incoherent: bool, descale: dict | None):
     shape = (B, HQ, HKV, NQ, NKV, D, DV)
     up = interpreting()
     bufs = fp8.Buffers(q, k, v)
-    m = fp8.hadamard(D, 0, q.device) if incoherent else None
+    m = fp8.hadamard(D, 0, q.device, q.dtype) if incoherent else None
 
     def coded():
         """The fp8 workload's codes as (B*H, N, D) (views where the layout already is) and V transposed (a copy)."""

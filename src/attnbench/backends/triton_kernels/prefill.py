@@ -168,8 +168,9 @@ def hopper_candidates(device, head_dim: int, features: dict) -> list[dict]:
     if device.type != "cuda":
         return INTERPRETER
     deep = features.get("pipe")
-    if head_dim > 128:
-        return [_c(64, 64, 8, 3 if deep else 2), _c(128, 32, 8, 3 if deep else 2)]
+    if head_dim > 128:  # persistent at 64x64 and 3 stages is 257 KiB on sm_90
+        stages = 3 if deep and not features.get("persistent") else 2
+        return [_c(64, 64, 8, stages), _c(128, 32, 8, 3 if deep else 2)]
     if deep and features.get("persistent"):  # the persistent loop holds more: 128x128 at 3 stages is 257 KiB on sm_90
         return [_c(128, 64, 8, 3), _c(128, 128, 8, 2)]
     if deep:
