@@ -155,7 +155,8 @@ def test_the_read_probe_beats_the_copy_and_stays_under_the_dram():
 @pytest.mark.gpu
 def test_no_ok_row_above_its_clock_peak_or_read_ceiling(tmp_path):
     """A run of a few prefill and decode rows on the GPU: every OK row within 100% of its sampled-clock compute
-    peak and of the measured read ceiling."""
+    peak and of the DRAM's theoretical bandwidth; a row above the measured read ceiling (cuDNN's decode read
+    4.57 TB/s on the H200 against the best probe's 4.38, 103-104%) is real and named by `show`, not silent."""
     if not _cuda():
         pytest.skip("needs a CUDA device")
     db, grid = tmp_path / "s.sqlite", tmp_path / "g.yaml"
@@ -169,8 +170,15 @@ def test_no_ok_row_above_its_clock_peak_or_read_ceiling(tmp_path):
     con = sqlite3.connect(db)
     rows = con.execute("SELECT backend, mode, pct_peak_clock, pct_read FROM attempts WHERE status='OK'").fetchall()
     assert rows
-    over = [r for r in rows if (r[2] or 0) > 100 or (r[3] or 0) > 100]
+    ceil = json.loads(con.execute("SELECT provenance FROM runs").fetchone()[0])["ceilings"]
+    dram = ceil.get("dram_peak_gbps") or float("inf")
+    over = [r for r in rows if (r[2] or 0) > 100 or (r[3] or 0) * ceil["read_gbps"] / 100 > dram]
     assert not over, json.dumps(over)
+    above_read = [r for r in rows if (r[3] or 0) > 100]
+    if above_read:  # real, and named where rows are shown
+        shown = subprocess.run([sys.executable, "-m", "attnbench", "show", "--db", str(db)], env=env, text=True,
+                               capture_output=True, check=True).stdout
+        assert "faster than the measured read ceiling" in " ".join(shown.split()), shown
     assert any(r[2] is not None for r in rows if r[1] == "prefill")  # the clock peak was known
     assert any(r[3] is not None for r in rows if r[1] == "decode")  # and an off-chip decode row read
     # real kernels cannot pass the clock peak or the DRAM: a row the new gate refused would be its false alarm
