@@ -9,7 +9,7 @@
 # Leaves in $OUT/ceilings/: c.sqlite (the store), runs.jsonl (its provenance: the ceilings), run.txt, analyze.txt,
 # show.txt, exclusive.txt, shared.txt, tests.txt; prints last a table of ceilings and of rows.
 set -u
-export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src
+export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}  # keeps the staged wheels (lab/h200_session.sh)
 OUT=${OUT:-/tmp/out}; D=$OUT/ceilings; mkdir -p "$D"
 BUDGET=${BUDGET:-120}; T0=$SECONDS
 left() { echo $(( BUDGET - (SECONDS - T0) )); }

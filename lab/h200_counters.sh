@@ -7,7 +7,7 @@
 # Leaves in $OUT/counters/: c.sqlite (the store), counters.jsonl (its counters table), analyze.txt, tests.txt,
 # run.txt; prints last a table: backend, mode, launch, bound, evidence, bytes x (measured / modelled), phase s.
 set -u
-export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src
+export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}  # keeps the staged wheels (lab/h200_session.sh)
 OUT=${OUT:-/tmp/out}; D=$OUT/counters; mkdir -p "$D"
 BUDGET=${BUDGET:-200}; T0=$SECONDS
 left() { echo $(( BUDGET - (SECONDS - T0) )); }

@@ -9,7 +9,7 @@
 # prints last, per backend and launch, the ratio of medians fresh/default, the timing phase's seconds both ways,
 # the refill's host cost, and the statuses of the fresh rows and of the caches.
 set -u
-export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src
+export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}  # keeps the staged wheels (lab/h200_session.sh)
 OUT=${OUT:-/tmp/out}; D=$OUT/fresh; mkdir -p "$D"
 BUDGET=${BUDGET:-150}; T0=$SECONDS
 left() { echo $(( BUDGET - (SECONDS - T0) )); }

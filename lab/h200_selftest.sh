@@ -4,7 +4,7 @@
 # prints each class's verdict on both devices last. Uses only SDPA and flex_attention: FA4 and cudnn-fe, staged
 # or not, play no part. Device call:  bash lab/h200_selftest.sh   (writes under $OUT/selftest; BUDGET s, 150)
 set -u
-export PYTHONUNBUFFERED=1 COLUMNS=160 PYTHONPATH=$PWD/src
+export PYTHONUNBUFFERED=1 COLUMNS=160 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}  # keeps the staged wheels (lab/h200_session.sh)
 OUT=${OUT:-/tmp/out}; BUDGET=${BUDGET:-150}; S=$OUT/selftest; mkdir -p "$S"
 T0=$SECONDS; left() { echo $((BUDGET - (SECONDS - T0) - 5)); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv,noheader 2>&1 | head -1

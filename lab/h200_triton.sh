@@ -9,7 +9,7 @@
 # table.txt, model.sqlite and model.txt (the whole-workload step); prints last the model table and the ratio table
 # (lab/triton_ladder_table.py).
 set -u
-export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src
+export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}  # keeps the staged wheels (lab/h200_session.sh)
 OUT=${OUT:-/tmp/out}; D=$OUT/triton; mkdir -p "$D"
 BUDGET=${BUDGET:-240}; T0=$SECONDS
 left() { echo $(( BUDGET - (SECONDS - T0) )); }
