@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnbench.backends.fp8_quant import (FORMATS, TORCH_NAMES, Scheme, emulate, fwht, incoherent, parse_scheme,
-                                          quantise, round_fp8)
+from attnbench.backends.fp8_quant import (FORMATS, TORCH_NAMES, Scheme, cast_saturates, emulate, fwht, incoherent,
+                                          parse_scheme, quantise, round_fp8)
 from attnbench.measure import correctness, dispatch, distributions, fp8_contract, table3
 from attnbench.measure.inputs import make_inputs, refill
 from attnbench.workloads import Workload
@@ -54,7 +54,8 @@ def test_rounding_matches_torchs_float8_cast_bit_for_bit(fmt):
     x = _representative(fmt)
     dt = getattr(torch, TORCH_NAMES[fmt])
     want = x.to(dt).view(torch.uint8)
-    got = round_fp8(x, fmt, saturate=False).to(torch.float32).to(dt).view(torch.uint8)
+    # torch's e4m3 cast saturates an overflow since 2.13 and gave NaN before: the emulator does either
+    got = round_fp8(x, fmt, saturate=cast_saturates(fmt)).to(torch.float32).to(dt).view(torch.uint8)
     bad = (want != got).nonzero().flatten()
     assert bad.numel() == 0, [(x[i].item(), want[i].item(), got[i].item()) for i in bad[:5]]
     # ties go to the even code: a midpoint of two neighbours rounds to the one with an even last bit
@@ -71,6 +72,21 @@ def test_saturation_and_float64_inputs():
     assert round_fp8(torch.tensor([1e6, math.inf]), "e4m3").tolist() == [448.0, 448.0]  # e4m3fn has no infinity
     x = torch.randn(4096, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) * 30
     assert torch.equal(round_fp8(x, "e4m3"), x.float().to(torch.float8_e4m3fn).double())  # via float32, as torch
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_e4m3_overflow_without_saturation_is_nan_as_torchs_cast_was_before_2_13(dtype):
+    # what torch <= 2.12's cast gives on CPU and CUDA alike (the H200's torch 2.11): 0x7F/0xFF from the
+    # first value that rounds above 448 (the tie 464 rounds to even, 448) through inf; saturated: ±448
+    x = torch.tensor([448.0, 464.0, 464.5, 479.35, 480.0, 560.0, 1e30, math.inf, -560.0, -math.inf], dtype=dtype)
+    nan_mode = round_fp8(x, "e4m3", saturate=False)
+    assert nan_mode[:2].tolist() == [448.0, 448.0] and bool(nan_mode[2:].isnan().all())
+    assert torch.signbit(nan_mode[-2:]).all() and not torch.signbit(nan_mode[2:-2]).any()
+    codes = nan_mode.float().to(torch.float8_e4m3fn).view(torch.uint8)  # a NaN casts to NaN in every torch
+    assert codes[2:].tolist() == [0x7F] * 6 + [0xFF] * 2
+    assert round_fp8(x, "e4m3", saturate=True).tolist() == [448.0] * 8 + [-448.0] * 2
+    e5 = round_fp8(torch.tensor([61440.0, 1e30, math.inf, math.nan], dtype=dtype), "e5m2", saturate=False)
+    assert e5[:3].tolist() == [math.inf] * 3 and e5[3].isnan()
 
 
 # ---- schemes --------------------------------------------------------------------------------------
@@ -329,11 +345,13 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_rounding_on_the_gpu_matches_torchs_cuda_casts(fmt):
     x = _representative(fmt).cuda()
     dt = getattr(torch, TORCH_NAMES[fmt])
-    got = round_fp8(x, fmt, saturate=False).to(torch.float32).to(dt).view(torch.uint8)
+    sat = cast_saturates(fmt, "cuda")
+    got = round_fp8(x, fmt, saturate=sat).to(torch.float32).to(dt).view(torch.uint8)
     want = x.to(dt).view(torch.uint8)
     bad = (want != got).nonzero().flatten()
     on_cpu = x.cpu().to(dt).view(torch.uint8)  # torch's cast on the host, to tell a device difference apart
-    assert bad.numel() == 0, (f"{bad.numel()} of {x.numel()} differ; (x, cuda cast, cpu cast, emulator):",
+    assert bad.numel() == 0, (f"{bad.numel()} of {x.numel()} differ (torch {torch.__version__}, cast saturates: "
+                              f"{sat}); (x, cuda cast, cpu cast, emulator):",
                               [(x[i].item(), want[i].item(), on_cpu[i].item(), got[i].item()) for i in bad[:8]])
 
 

@@ -25,23 +25,35 @@ CHUNK_SCORES = 1 << 24  # float64 scores emulate() holds at once (128 MiB; a few
 def round_fp8(x, fmt: str = "e4m3", saturate: bool = True):
     """x (any float dtype) rounded to the nearest `fmt` value, ties to even, returned in float64; the
     same bits as torch's cast x.float().to(float8) (a float64 value is first rounded to float32, as
-    the cast does). Beyond the largest finite value: e4m3 (no infinity) saturates, as torch's cast
-    does; e5m2 saturates when `saturate`, else overflows to ±inf as the cast does. NaN stays NaN."""
+    the cast does). Beyond the largest finite value (after rounding, and ±inf): `saturate` gives ±top,
+    as a kernel's satfinite conversion and torch >= 2.13's e4m3 cast do; otherwise e5m2 overflows to
+    ±inf and e4m3 (no infinity) to NaN, as the OCP non-saturating mode and torch <= 2.12's e4m3 cast
+    do (cast_saturates tells which the installed torch does). NaN stays NaN."""
     import torch
 
     mbits, emin, top = FORMATS[fmt]
     x32 = x.to(torch.float32).to(torch.float64)  # the cast's own first rounding, then exact arithmetic
     a = x32.abs()
-    _, e = torch.frexp(a)  # a = m·2^e, m in [0.5, 1): the unbiased exponent is e - 1
+    # frexp's exponent of ±inf/NaN is unspecified (it differs by device): use 1 there, the value is
+    # replaced below; every operation left is exact and defined for every input, on any device
+    finite = torch.isfinite(a)
+    _, e = torch.frexp(torch.where(finite, a, torch.ones_like(a)))  # a = m·2^e, m in [0.5, 1)
     quantum = torch.ldexp(torch.ones_like(a), (e - 1).clamp(min=emin) - mbits)
-    r = torch.round(a / quantum) * quantum  # torch.round: half to even; a / quantum is exact in float64
-    if fmt == "e4m3" or saturate:
-        r = r.clamp(max=top)
-    else:
-        r = torch.where(r > top, torch.full_like(r, math.inf), r)
-    r = torch.where(torch.isinf(a), torch.full_like(r, top if (fmt == "e4m3" or saturate) else math.inf), r)
+    r = torch.round(torch.where(finite, a, torch.zeros_like(a)) / quantum) * quantum  # half to even, exact
+    over = (r > top) | torch.isinf(a)
+    beyond = top if saturate else (math.inf if fmt == "e5m2" else math.nan)
+    r = torch.where(over, torch.full_like(r, beyond), r)
     r = torch.where(torch.isnan(a), a, r)
     return torch.copysign(r, x32)
+
+
+def cast_saturates(fmt: str, device="cpu") -> bool:
+    """Whether the installed torch's float32 -> `fmt` cast on `device` saturates an overflow (torch's
+    e4m3fn cast gave NaN up to 2.12 and saturates since pytorch#178817; e5m2 gives ±inf)."""
+    import torch
+
+    dt = getattr(torch, TORCH_NAMES[fmt])
+    return bool(torch.isfinite(torch.tensor([1e6], device=device).to(dt).float()).item())
 
 
 @dataclass(frozen=True)
