@@ -2,9 +2,10 @@
 peak at its sampled SM clock, the read bandwidth), the off-roofline flag, and rows measured beside other work."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from ..measure.peaks import tflops_at
+from ..measure.peaks import flop_per_sm_clk, tflops_at
 
 # Off the roofline (docs/method/ceilings.md): a line below OFF_ROOF_PCT % of both its compute ceiling (the dense
 # peak at its sampled clock) and its bandwidth ceiling (measured read), while another backend on the same side,
@@ -45,37 +46,87 @@ def shares(r: dict, c: dict) -> dict:
             "pct_read": 100 * nbytes / (med * 1e-6) / (read * 1e9) if nbytes and med and read else None}
 
 
+def _col(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A numeric column as float64 (NaN where absent or unreadable)."""
+    if name not in frame.columns:
+        return pd.Series(np.nan, index=frame.index)
+    return pd.to_numeric(frame[name], errors="coerce").astype("float64")
+
+
+def shares_frame(lines: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
+    """`shares` of every line at once (the same float operations in the same order, NaN for None), by the
+    line's (label, device_name) ceilings: pct_clock_peak, pct_matmul and pct_read, indexed as `lines`."""
+    med, flops, nbytes, mhz = (_col(lines, c) for c in ("median_us", "flops", "bytes", "sm_clock_mhz"))
+    rate = (flops / (med * 1e-6)).where((flops != 0) & flops.notna() & (med != 0) & med.notna())
+    out = pd.DataFrame(np.nan, index=lines.index, columns=["pct_clock_peak", "pct_matmul", "pct_read"])
+    keys = [lines[k] if k in lines.columns else pd.Series(None, index=lines.index, dtype=object)
+            for k in ("label", "device_name", "dtype")]
+    # a few (store, device, dtype) triples: each one's ceilings are constants over its rows
+    for (label, device, dtype), idx in pd.DataFrame(dict(zip("ldt", keys))).groupby(
+            ["l", "d", "t"], sort=False, dropna=False).groups.items():
+        label, device, dtype = (None if isinstance(v, float) and v != v else v for v in (label, device, dtype))
+        c = ceilings.get((label, device)) or {}
+        r, m, n = rate[idx], med[idx], nbytes[idx]
+        per_clk, sms = flop_per_sm_clk(c.get("cc"), dtype or ""), c.get("sms")
+        if per_clk and sms:  # tflops_at: rate per SM per clock x SMs x clock, where the clock was read
+            clock = mhz[idx]
+            peak = (per_clk * sms * clock * 1e6 / 1e12).where(clock.notna() & (clock != 0))
+            out.loc[idx, "pct_clock_peak"] = (100 * r / (peak * 1e12)).where(r.notna() & peak.notna() & (peak != 0))
+        matmul, read = c.get(f"matmul_tflops_{dtype}"), c.get("read_gbps") or c.get("copy_gbps")
+        if matmul:
+            out.loc[idx, "pct_matmul"] = 100 * r / (matmul * 1e12)
+        if read:
+            ok = (n != 0) & n.notna() & (m != 0) & m.notna()
+            out.loc[idx, "pct_read"] = (100 * n / (m * 1e-6) / (read * 1e9)).where(ok)
+    return out
+
+
 def off_roofline(lines: pd.DataFrame, ceilings: dict) -> list[dict]:
     """Lines far below both ceilings (compute: the clock peak, else the measured matmul; bandwidth: read) while
     another backend on the same side, device and workload runs OFF_ROOF_FACTOR x faster: each named with the
-    fastest alternative, the lead and both shares. `ceilings[(label, device_name)]` as Basis holds them."""
+    fastest alternative, the lead and both shares. `ceilings[(label, device_name)]` as Basis holds them.
+    Vectorised (a study's 12k lines in ~0.1 s): per group its first fastest line, then the leads and shares."""
     if lines is None or lines.empty:
         return []
     if "role" in lines.columns:  # an accuracy reference is measured, not a contestant (nor an alternative)
         lines = lines[lines["role"] != "accuracy_reference"]
-    lines = lines[pd.to_numeric(lines["median_us"], errors="coerce") > 0]
+    lines = lines[pd.to_numeric(lines["median_us"], errors="coerce") > 0].reset_index(drop=True)
+    if lines.empty:
+        return []
     keys = [k for k in ("side", "device_name", "workload_key") if k in lines.columns]
-    out = []
-    for _, g in lines.groupby(keys, sort=True, dropna=False):
-        if len(g) < 2:
-            continue
-        fastest = g.loc[g["median_us"].idxmin()]
-        for r in g.to_dict(orient="records"):
-            lead = float(r["median_us"] / fastest["median_us"]) if fastest["median_us"] > 0 else None
-            if r["backend"] == fastest["backend"] or not lead or lead < OFF_ROOF_FACTOR:
-                continue
-            s = shares(r, ceilings.get((r.get("label"), r.get("device_name"))) or {})
-            compute = s["pct_clock_peak"] if s["pct_clock_peak"] is not None else s["pct_matmul"]
-            known = [v for v in (compute, s["pct_read"]) if v is not None]
-            if not known or max(known) >= OFF_ROOF_PCT:
-                continue
-            out.append({"side": r.get("side"), "device_name": r.get("device_name"), "mode": r.get("mode"),
-                        "workload_key": r.get("workload_key"), "batch": r.get("batch"), "q_len": r.get("q_len"),
-                        "kv_len": r.get("kv_len"), "dtype": r.get("dtype"), "launch": r.get("launch"),
-                        "backend": r["backend"], "median_us": r["median_us"], "pct_compute": compute,
-                        "pct_read": s["pct_read"], "faster": fastest["backend"],
-                        "faster_median_us": float(fastest["median_us"]), "lead": lead})
-    return sorted(out, key=lambda d: -d["lead"])
+    group = lines.groupby(keys, sort=True, dropna=False).ngroup().to_numpy() if keys else np.zeros(len(lines), int)
+    med = lines["median_us"].to_numpy(dtype="float64")
+    size = np.bincount(group)
+    low = np.full(len(size), np.inf)
+    np.minimum.at(low, group, med)
+    first = np.full(len(size), len(lines))  # each group's first line at its minimum (as idxmin picks it)
+    np.minimum.at(first, group, np.where(med == low[group], np.arange(len(lines)), len(lines)))
+    fastest = first[group]
+    lead = med / med[fastest]
+    backend = lines["backend"].to_numpy(dtype=object)
+    cand = (size[group] >= 2) & (backend != backend[fastest]) & (lead >= OFF_ROOF_FACTOR)
+    if not cand.any():
+        return []
+    rows = lines[cand]
+    s = shares_frame(rows, ceilings)
+    compute = s["pct_clock_peak"].fillna(s["pct_matmul"])
+    known = pd.concat([compute, s["pct_read"]], axis=1)
+    off = (known.notna().any(axis=1) & ~(known >= OFF_ROOF_PCT).any(axis=1)).to_numpy()
+    pick = np.flatnonzero(cand)[off]  # in group order, then row order within the group, as the groups were walked
+    pick = pick[np.argsort(group[pick], kind="stable")]
+    pick = pick[np.argsort(-lead[pick], kind="stable")]
+    shown = lines.iloc[pick]
+    out = pd.DataFrame({k: shown[k] if k in shown.columns else None
+                        for k in ("side", "device_name", "mode", "workload_key", "batch", "q_len", "kv_len", "dtype",
+                                  "launch", "backend", "median_us")})
+    fast = lines.iloc[fastest[pick]]
+    for k, v in (("pct_compute", compute), ("pct_read", s["pct_read"])):
+        v = v.reindex(shown.index)
+        out[k] = v.astype(object).where(v.notna(), None)  # an unknown share is None, as shares() gives it
+    out["faster"] = fast["backend"].to_numpy()
+    out["faster_median_us"] = med[fastest[pick]]
+    out["lead"] = lead[pick]
+    return out.to_dict(orient="records")
 
 
 def row_flags(ok: pd.DataFrame) -> dict:

@@ -1,0 +1,83 @@
+"""Analysis and report at study scale (issue 43.3): the off-roofline flag vectorised (the same lines as the
+per-row walk it replaced, in a fraction of its time), the re-measure column computed once per workload and run,
+analyze's JSON encoded without the pure-Python indenting encoder, byte for byte the same."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnbench.analysis.ceilings import OFF_ROOF_FACTOR, OFF_ROOF_PCT, off_roofline, shares
+
+H200 = {"cc": "9.0", "sms": 132, "read_gbps": 4300.0, "copy_gbps": 4250.0, "matmul_tflops_bf16": 790.0,
+        "matmul_tflops_fp16": 790.0}
+NO_READ = {"cc": "9.0", "sms": 132, "copy_gbps": 3000.0, "matmul_tflops_bf16": 700.0}  # the copy's bandwidth
+NO_CC = {"read_gbps": 4000.0, "matmul_tflops_bf16": 800.0}  # no clock peak: the matmul's share instead
+
+
+def _per_row(lines: pd.DataFrame, ceilings: dict) -> list[dict]:
+    """The flag as it was computed before issue 43.3: a walk over each group's rows with shares() per row."""
+    lines = lines[lines["role"] != "accuracy_reference"]
+    lines = lines[pd.to_numeric(lines["median_us"], errors="coerce") > 0]
+    out = []
+    for _, g in lines.groupby(["side", "device_name", "workload_key"], sort=True, dropna=False):
+        if len(g) < 2:
+            continue
+        fastest = g.loc[g["median_us"].idxmin()]
+        for r in g.to_dict(orient="records"):
+            lead = float(r["median_us"] / fastest["median_us"])
+            if r["backend"] == fastest["backend"] or lead < OFF_ROOF_FACTOR:
+                continue
+            s = shares(r, ceilings.get((r.get("label"), r.get("device_name"))) or {})
+            compute = s["pct_clock_peak"] if s["pct_clock_peak"] is not None else s["pct_matmul"]
+            known = [v for v in (compute, s["pct_read"]) if v is not None]
+            if not known or max(known) >= OFF_ROOF_PCT:
+                continue
+            out.append({"side": r["side"], "device_name": r["device_name"], "mode": r["mode"],
+                        "workload_key": r["workload_key"], "batch": r["batch"], "q_len": r["q_len"],
+                        "kv_len": r["kv_len"], "dtype": r["dtype"], "launch": r["launch"], "backend": r["backend"],
+                        "median_us": r["median_us"], "pct_compute": compute, "pct_read": s["pct_read"],
+                        "faster": fastest["backend"], "faster_median_us": float(fastest["median_us"]), "lead": lead})
+    return sorted(out, key=lambda d: -d["lead"])
+
+
+def _random_lines(n_workloads: int, seed: int = 0) -> pd.DataFrame:
+    """Lines of three stores (one with the copy's bandwidth only, one without a compute capability, one with no
+    ceilings), some clocks unread, some models missing, ties for the fastest, references and zero medians."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for w in range(n_workloads):
+        side = ("a", "b", "c", "d")[w % 4]
+        base = {"side": side, "label": side, "device_name": "NVIDIA H200", "workload_key": f"w{w // 4}",
+                "mode": ("prefill", "decode")[w % 2], "batch": int(rng.integers(1, 64)), "q_len": 1,
+                "kv_len": int(2 ** rng.integers(8, 16)), "dtype": ("bf16", "fp16", "fp32")[w % 3], "launch": "graph"}
+        for k, backend in enumerate(("sdpa-flash", "sdpa-cudnn", "flex", "compile", "eager")[:1 + w % 5]):
+            med = float(rng.choice([10.0, 10.0, 40.0, 200.0, 1000.0, 0.0])) * (1 + 0.01 * k * (w % 3))
+            rows.append({**base, "backend": backend, "role": "accuracy_reference" if k == 4 else "contestant",
+                         "median_us": med, "flops": float(rng.choice([0.0, 1e6, 1e9, np.nan])),
+                         "bytes": float(rng.choice([0.0, 1e5, 1e8, np.nan])),
+                         "sm_clock_mhz": float(rng.choice([1980.0, 1500.0, np.nan]))})
+    return pd.DataFrame(rows)
+
+
+CEILINGS = {("a", "NVIDIA H200"): H200, ("b", "NVIDIA H200"): NO_READ, ("c", "NVIDIA H200"): NO_CC}
+
+
+def test_off_roofline_flags_the_same_lines_as_the_per_row_walk():
+    lines = _random_lines(600)
+    got, want = off_roofline(lines, CEILINGS), _per_row(lines, CEILINGS)
+    assert len(want) > 20 and any(r["pct_compute"] is None or r["pct_read"] is None for r in want)
+    assert json.dumps(got) == json.dumps(want)  # values, order and None where a share is unknown
+    assert [type(v) for v in got[0].values()] == [type(v) for v in want[0].values()]
+
+
+def test_off_roofline_over_a_study_s_lines_is_vectorised():
+    """12k lines (the portability sweep's): the per-row walk took ~5 s of CPU; vectorised, ~0.1 s."""
+    lines = _random_lines(4000, seed=1)
+    assert len(lines) > 11000
+    t = time.process_time()
+    off_roofline(lines, CEILINGS)
+    assert time.process_time() - t < 1.5
