@@ -61,8 +61,11 @@ NAMES = [
     # CPU operators
     ("aten::_scaled_dot_product_flash_attention_for_cpu", "pytorch-flash-cpu"),
     ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "pytorch-flash-cpu"),
-    ("Torch-Compiled Region: 0/0", "inductor"),
     ("CompiledFxGraph fxnbfjk4", "inductor"),
+    ("## Call CompiledFxGraph fjjat3qxd7zfdmniyv3uhdxbjfu6yyugtbn3b5mrmxgpmimcejd6 ##", "inductor"),
+    # Dynamo's range around any frame it compiled, the eager backend's too (flex_attention uncompiled): not Inductor
+    ("Torch-Compiled Region: 0/0", "other"),
+    ("TorchDynamo Cache Lookup", "other"),
     # not a family
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "other"),
     ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>", "other"),

@@ -99,6 +99,51 @@ def test_one_class_and_a_planted_one_in_process():
     assert res[classes.CONTROL]["status"] == "OK" and judge(planted, res[classes.CONTROL], None).shown == "MISSED"
 
 
+def _attempts(names: list[str], w=None) -> list[dict]:
+    """One in-process attempt (the gates a worker applies) per name, a selftest kernel's or a built-in backend's."""
+    from attnbench.backends.registry import builtin, load_plugin_file
+    from attnbench.runner import attempt
+    from attnbench.selftest import kernels
+
+    by_name = {b.name: b for b in [*builtin(), *load_plugin_file(suite.KERNELS)]}
+    timing = dict(warmup_s=0.0, min_samples=3, max_samples=5, max_time_s=0.05)
+    w = w or kernels.CPU["prefill"]
+    return [attempt.run({"op": "attempt", "workload": w.to_dict(), "device": "cpu", "seed": 0, "timing": timing},
+                        by_name[n], attempt.WorkloadCache()) for n in names]
+
+
+EAGER = "selftest-silently-eager"
+# what the H200 says of the class, and what the CPU must say every time: no Inductor at all, only GEMMs
+NO_INDUCTOR = "declared ['inductor'] but observed ['unfused-gemm']"
+
+
+def test_silently_eager_is_caught_on_cpu_because_no_inductor_ran():
+    """flex_attention without torch.compile runs its unfused path inside torch.compile(backend="eager"): Dynamo's
+    "Torch-Compiled Region" range was read as Inductor's, so the declared family was 'observed' and only the GEMMs'
+    share (5-70 % of a call's self time, by the host's load) could catch the class: MISSED in 3 of 9 full-tier runs.
+    Its probes must see no Inductor, so that the first rule (no declared family ran) catches it whatever the
+    shares."""
+    from attnbench.measure import dispatch
+
+    assert dispatch.default_classifier().family_of("Torch-Compiled Region: 0/0") == "other"
+    (row,) = _attempts([EAGER])
+    assert row["status"] == "DISPATCH_MISMATCH" and row["reason"] == NO_INDUCTOR, row
+    assert row["dispatch_families"] == ["unfused-gemm"], row["dispatch_families"]
+
+
+def test_silently_eager_is_caught_every_time_and_compiled_flex_stays_ok_on_cpu():
+    """The class five times in one process (a shared Dynamo cache, warm after the first), each caught by the
+    first rule; the honest compiled paths that declare Inductor on CPU (flex, compile) are OK beside them, seen
+    through Inductor's own graph call ("## Call CompiledFxGraph <key> ##"). Full tier: flex compiles (~15 s)."""
+    names = [EAGER] * 5 + ["flex", "compile", EAGER]
+    rows = dict(enumerate(_attempts(names)))
+    eager = [rows[i] for i, n in enumerate(names) if n == EAGER]
+    assert [(r["status"], r["reason"]) for r in eager] == [("DISPATCH_MISMATCH", NO_INDUCTOR)] * 6, eager
+    for i, n in enumerate(names):
+        if n != EAGER:
+            assert rows[i]["status"] == "OK" and "inductor" in rows[i]["dispatch_families"], (n, rows[i])
+
+
 def test_a_class_no_gate_catches_is_missed_and_the_command_fails(monkeypatch, tmp_path, capsys):
     """One real class (caught) and a planted one whose 'misbehaving' kernel is the honest one: the run goes through
     the real workers and gates; the planted class is stored OK, so it is MISSED and the exit code is 1. Its result

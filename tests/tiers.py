@@ -84,6 +84,8 @@ FULL = {
         "test_selftest::test_one_class_and_a_planted_one_in_process (the same kernels and judge, without workers)",
     "tests/test_selftest.py::test_the_cpu_subset_through_the_real_command":
         "test_selftest::test_one_class_and_a_planted_one_in_process",
+    "tests/test_selftest.py::test_silently_eager_is_caught_every_time_and_compiled_flex_stays_ok_on_cpu":
+        "test_selftest::test_silently_eager_is_caught_on_cpu_because_no_inductor_ran (one attempt of the class)",
     # ---- the triton ladder (issue 41): one child under the interpreter for the other rungs, variants, dtypes, layouts
     "tests/test_triton_ladder.py::test_every_rung_passes_every_gate[*]":
         "test_triton_ladder's default rows: fa2 forward+backward (bottom-right causal, GQA) and paged split-KV decode",

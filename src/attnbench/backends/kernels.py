@@ -23,7 +23,11 @@ class KernelFamily:
 
 GENERIC_FAMILIES: tuple[KernelFamily, ...] = (
     KernelFamily("triton", r"^triton_|triton", ignore_case=True),
-    KernelFamily("inductor", r"CompiledFxGraph|Torch-Compiled Region|inductor", ignore_case=True),
+    # Inductor's own graph call ("## Call CompiledFxGraph <key> ##"), not Dynamo's "Torch-Compiled Region" range:
+    # Dynamo opens that around every frame it compiled, whatever the backend, and flex_attention called without
+    # torch.compile runs its unfused path through torch.compile(backend="eager"), so the region is no sign of
+    # Inductor's kernels (an uncompiled flex passed for a compiled one on CPU whenever its GEMMs were < 10 %)
+    KernelFamily("inductor", r"CompiledFxGraph|inductor", ignore_case=True),
     KernelFamily("unfused-gemm", r"gemm|xmma|nvjet|cublas|cutlass.*(mm|gemm)|aten::(bmm|mm|matmul|baddbmm)"
                                  r"|Kernel2|sgemm|hgemm|s\d+gemm", ignore_case=True),
 )
