@@ -1,6 +1,5 @@
 """Analysis and report at study scale (issue 43.3): the off-roofline flag vectorised (the same lines as the
-per-row walk it replaced, in a fraction of its time), the re-measure column computed once per workload and run,
-analyze's JSON encoded without the pure-Python indenting encoder, byte for byte the same."""
+per-row walk it replaced, in a fraction of its time); the re-measure column made once per workload and run."""
 from __future__ import annotations
 
 import json
@@ -81,3 +80,31 @@ def test_off_roofline_over_a_study_s_lines_is_vectorised():
     t = time.process_time()
     off_roofline(lines, CEILINGS)
     assert time.process_time() - t < 1.5
+
+
+def test_the_re_measure_column_makes_one_yaml_block_per_workload(monkeypatch):
+    """The report's failures table (13k failed attempts of ~500 workloads in the portability sweep) asked one
+    YAML dump per row; each distinct workload's block, key and label are made once, every row's text as before."""
+    from conftest import make_row
+
+    from attnbench.analysis import repro
+
+    runs = [{"run_id": "run-a", "argv": "attnbench run --grid quick --seed 7 --tol 4 --db a.sqlite",
+             "provenance": {"libraries": {"triton": "3.6.0"}}},
+            {"run_id": "run-b", "argv": "attnbench run --grid quick --device cuda:1 --plugin 'my p.py'"}]
+    rows = [make_row(i % 5, attempt_key=f"k{i}", status="UNSUPPORTED", backend=("be 1", "sdpa")[i % 2],
+                     run_id=("run-a", "run-b", "run-c")[i % 3], torch_version=("2.11", None)[i % 2],
+                     device_name=("NVIDIA H200", "CPU test")[i % 7 == 0])
+            for i in range(120)]
+    df = pd.DataFrame(rows)
+    by_id = {r["run_id"]: r for r in runs}
+    want = [(repro.command(r, by_id.get(r["run_id"], {}), repro.workload_of(r)), repro.yaml_block(repro.workload_of(r)),
+             repro.versions(r, by_id.get(r["run_id"], {}))) for r in df.to_dict("records")]
+    calls = []
+    dump = repro.yaml_block
+    monkeypatch.setattr(repro, "yaml_block", lambda w: calls.append(w) or dump(w))
+    frame = repro.repro_frame(df, runs)
+    assert len(calls) == 5  # one per workload, not 120
+    assert list(zip(frame["command"], frame["yaml"], frame["versions"])) == want
+    assert frame["workload_key"].tolist() == [repro.workload_of(r).key() for r in rows]
+    assert "'be 1'" in frame["command"].iloc[0] and "'my p.py'" in frame["command"].iloc[1]

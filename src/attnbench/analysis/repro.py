@@ -50,12 +50,22 @@ def yaml_block(w: Workload) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).strip()
 
 
-def command(row: dict, run: dict, w: Workload) -> str:
+def options(row: dict, run: dict) -> list[str]:
+    """The command's measuring options: the run's kept options, and --device where it gave none."""
     opts = kept_options(run.get("argv"))
     if not any(o.split("=", 1)[0] == "--device" for o in opts):
         opts += ["--device", "cpu" if str(row.get("device_name", "")).upper().startswith("CPU") else "cuda"]
-    return shlex.join(["attnbench", "run", "--config", f"repro-{w.key()[:8]}.yaml", "--backends", str(row["backend"]),
-                       "--repeats", "1", "--tag", f"repro-{w.key()[:8]}", "--db", "repro.sqlite", *opts])
+    return opts
+
+
+def command(row: dict, run: dict, w: Workload) -> str:
+    return _command(w.key(), str(row["backend"]), shlex.join(options(row, run)))
+
+
+def _command(key: str, backend: str, opts: str) -> str:
+    """shlex.join of the command's words (a workload key is hex: no quoting), `opts` already joined."""
+    return (f"attnbench run --config repro-{key[:8]}.yaml --backends {shlex.quote(backend)} --repeats 1 "
+            f"--tag repro-{key[:8]} --db repro.sqlite" + (f" {opts}" if opts else ""))
 
 
 def versions(row: dict, run: dict) -> str:
@@ -67,14 +77,38 @@ def versions(row: dict, run: dict) -> str:
 
 
 def repro_frame(df: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
-    """One row per attempt: attempt_key, backend, status, workload_key, the label, command, yaml, versions."""
+    """One row per attempt: attempt_key, backend, status, workload_key, the label, command, yaml, versions.
+    Each distinct workload's block and key, each run's options and each versions line are made once (a
+    study's 13k failed attempts are ~500 workloads of ~15 runs: one YAML dump per row took ~14 s)."""
     by_id = {r.get("run_id"): r for r in runs}
+    names = [a.name for a in AXES if a.name in df.columns]
+    versions_of = [c for c in VERSION_COLUMNS if c in df.columns]
+    cols = list(dict.fromkeys([c for c in ("attempt_key", "backend", "status", "run_id") if c in df.columns]
+                              + names + versions_of))
+    blocks: dict = {}  # the workload's present axis values -> (key, label, YAML block)
+    joined: dict = {}  # (run_id, on CPU) -> the command's options, quoted and joined
+    ran_under: dict = {}
     out = []
-    for row in df.to_dict("records"):
-        w, run = workload_of(row), by_id.get(row.get("run_id"), {})
+    for row in df[cols].to_dict("records"):
+        values = tuple((n, row[n]) for n in names if _present(row[n]))
+        got = blocks.get(values)
+        if got is None:
+            w = workload_of(row)
+            got = blocks[values] = (w.key(), w.label(), yaml_block(w))
+        key, label, block = got
+        run_id = row.get("run_id")
+        cpu = str(row.get("device_name", "")).upper().startswith("CPU")
+        opts = joined.get((run_id, cpu))
+        if opts is None:
+            opts = joined[(run_id, cpu)] = shlex.join(options(row, by_id.get(run_id, {})))
+        seen = (run_id, *(row[c] if _present(row[c]) else None for c in versions_of))
+        line = ran_under.get(seen)
+        if line is None:
+            line = ran_under[seen] = versions(row, by_id.get(run_id, {}))
         out.append({"attempt_key": row.get("attempt_key"), "backend": row["backend"], "status": row.get("status"),
-                    "workload_key": w.key(), "workload": w.label(), "command": command(row, run, w),
-                    "yaml": yaml_block(w), "versions": versions(row, run)})
+                    "workload_key": key, "workload": label,
+                    "command": _command(key, str(row["backend"]), opts),
+                    "yaml": block, "versions": line})
     return pd.DataFrame(out, columns=["attempt_key", "backend", "status", "workload_key", "workload", "command",
                                       "yaml", "versions"])
 
