@@ -30,6 +30,7 @@ SCHEMES = {
 
 class Fp8Emulated(Backend):
     fp8_scheme: Scheme | None = None  # set per instance (make)
+    quantises_inputs = True  # a 16-bit row is quantised here: judged by its scheme (measure/fp8_contract.py)
 
     def extra_supports(self, w, dev) -> str | None:
         if w.window or w.lengths != "fixed" or w.page_size:

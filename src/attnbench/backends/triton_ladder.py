@@ -28,6 +28,7 @@ class TritonRung(Backend):
     rung: str = "fa2"
     options: dict = {}
     fp8_scheme: str | None = None  # the fp8 rung's quantisation, judged by the fp8 contract (measure/fp8_contract.py)
+    quantises_inputs = True  # the fp8 rungs quantise 16-bit inputs themselves (no effect without fp8_scheme)
 
     def availability(self) -> str | None:
         try:

@@ -31,7 +31,11 @@ DEFAULT_SCHEMES = {"fp8_e4m3": CUDNN_FP8}
 
 
 def scheme_of(backend, w: Workload) -> Scheme | None:
-    """The scheme `backend` declares (None: none, and the workload's dtype has no default)."""
+    """The scheme `backend` declares, for the rows it quantises: an fp8 workload's, or any row of a backend that
+    quantises 16-bit inputs itself (`quantises_inputs`: the emulator, the Triton fp8 rungs). A backend's 16-bit
+    rows without quantisation (cudnn-fe's bf16) are judged as every 16-bit row is (None: no scheme)."""
+    if w.dtype not in DEFAULT_SCHEMES and not getattr(backend, "quantises_inputs", False):
+        return None
     s = getattr(backend, "fp8_scheme", None)
     if isinstance(s, str):
         s = parse_scheme(s)

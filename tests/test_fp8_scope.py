@@ -1,0 +1,40 @@
+"""A declared fp8 scheme judges only the rows it quantises: cudnn-fe's bf16 rows (no quantisation) keep the
+16-bit tolerance and their gradient checks; a quantising backend's gradients keep their bound under the contract."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnbench.backends.registry import builtin
+from attnbench.measure import correctness, fp8_contract
+from attnbench.measure.inputs import make_inputs
+from attnbench.workloads import Workload
+
+
+def _w(**kw):
+    base = dict(mode="prefill", batch=1, q_len=32, kv_len=32, q_heads=2, kv_heads=2, head_dim=16, head_dim_v=16,
+                dtype="bf16")
+    return Workload(**{**base, **kw})
+
+
+def test_cudnn_fe_bf16_rows_are_not_judged_by_its_fp8_scheme():
+    fe = {b.name: b for b in builtin()}["cudnn-fe"]
+    assert fe.fp8_scheme is not None  # it declares one, for its fp8 rows
+    assert fp8_contract.scheme_of(fe, _w(dtype="bf16")) is None
+    assert fp8_contract.scheme_of(fe, _w(dtype="fp8_e4m3")) is not None
+
+
+def test_wrong_gradients_fail_under_a_scheme_that_judges_the_output():
+    w = _w(mode="train_fwd_bwd")
+    inp = make_inputs(w, "cpu", 0)
+    ref = correctness.Reference64(w, inp, 0)
+    q, k, v = (getattr(inp, n).detach().double().requires_grad_() for n in "qkv")
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=inp.scale)
+    o.backward(inp.do.double())
+    grads = [t.grad.to(torch.bfloat16) for t in (q, k, v)]
+    out = o.detach().to(torch.bfloat16)
+    scheme = fp8_contract.parse_scheme("e4m3,tensor,p-e4m3x448,o-e4m3")
+    assert correctness.check(w, (out, *grads), inp, ref, scheme=scheme).passed
+    bad = [grads[0], grads[1] * 1.3, grads[2]]
+    v_ = correctness.check(w, (out, *bad), inp, ref, scheme=scheme)
+    assert not v_.passed and v_.reason.startswith("dk:"), v_.reason
