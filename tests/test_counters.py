@@ -65,10 +65,16 @@ def test_bound_rule(values, host, bound):
     assert got == bound and evidence
 
 
-def test_no_latency_bound_from_a_set_that_reads_only_some_units():
+def test_no_bound_from_a_set_that_reads_only_some_units():
+    """Set bytes reads DRAM throughput only: below 60 % an unread unit may be the limit (no latency bound), and at
+    or above it an unread pipe may be nearer its peak still (no memory bound: the rule is the unit nearest its
+    peak); the evidence names the units not read. Host-bound rows stay host (no unit decides that)."""
     bound, evidence = counters_bound.classify({"dram_pct": 30.0, "kernels": [{}]}, 0)  # the bytes set
     assert bound is None and "not read" in evidence
-    assert counters_bound.classify({"dram_pct": 90.0, "kernels": [{}]}, 0)[0] == "memory"
+    bound, evidence = counters_bound.classify({"dram_pct": 90.0, "kernels": [{}]}, 0)
+    assert bound is None and "DRAM throughput 90 %" in evidence
+    assert "not read: tensor pipe, SFU (XU) pipe, shared-memory pipe" in evidence
+    assert counters_bound.classify({"dram_pct": 90.0, "kernels": [{}]}, 1)[0] == "host"
 
 
 def test_no_bound_without_counters_and_bytes_ratio():

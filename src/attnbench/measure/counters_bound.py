@@ -15,7 +15,8 @@ BOUNDS = ("memory", "tensor", "sfu", "shared", "latency", "host")
 def classify(counters: dict, host_bound=None) -> tuple[str | None, str | None]:
     """(bound, evidence): the host when the attempt is host-bound (its eager median far above its kernels' time:
     runner/gates.py), else the unit nearest its peak when that is at least LIMIT_PCT, else latency / occupancy.
-    (None, None) when the counters were not read."""
+    (None, None) when the counters were not read; no bound (the evidence names the units) when some unit was not
+    read (set bytes): the unit nearest its peak cannot then be known."""
     if counters.get("note") or not counters.get("kernels"):
         return None, None
     if host_bound is True or host_bound == 1:
@@ -24,10 +25,11 @@ def classify(counters: dict, host_bound=None) -> tuple[str | None, str | None]:
     if not seen:
         return None, None
     value, _, bound, label = max(seen, key=lambda s: (s[0], -s[1]))
+    if len(seen) < len(UNITS):  # a smaller set (bytes): an unread unit may be nearer its peak, above or below 60 %
+        unread = ", ".join(lb for _, f, lb in UNITS if counters.get(f) is None)
+        return None, f"{label} {value:.0f} % of peak; not read: {unread}: no bound"
     if value >= LIMIT_PCT:
         return bound, f"{label} {value:.0f} % of peak (>= {LIMIT_PCT:.0f})"
-    if len(seen) < len(UNITS):  # a smaller set (bytes): a unit not read may be the limit
-        return None, f"{label} {value:.0f} % of peak; {len(UNITS) - len(seen)} unit(s) not read: no bound"
     warps = counters.get("warps_active_pct")
     occ = f"; warps active {warps:.0f} %" if warps is not None else ""
     return "latency", f"no unit at {LIMIT_PCT:.0f} % of peak (highest: {label} {value:.0f} %){occ}"
