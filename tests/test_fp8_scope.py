@@ -38,3 +38,16 @@ def test_wrong_gradients_fail_under_a_scheme_that_judges_the_output():
     bad = [grads[0], grads[1] * 1.3, grads[2]]
     v_ = correctness.check(w, (out, *bad), inp, ref, scheme=scheme)
     assert not v_.passed and v_.reason.startswith("dk:"), v_.reason
+
+
+def test_a_float8_cast_beside_a_16_bit_attention_kernel_is_no_proof_of_fp8():
+    from attnbench.measure import dispatch
+
+    f16 = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_kernel0_0"
+    cast = "void at::native::float8_copy_kernel_cuda<c10::Float8_e4m3fn>(at::TensorIteratorBase&)"
+    probe = dispatch.Probe(kernels=[f16, cast], status="probed")
+    why = dispatch.not_fp8("fp8_e4m3", probe, "cuda:0")
+    assert why and "ran in 16-bit" in why
+    real = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f8_knob_32_64x256x128_4x1x1_cga1x1x1_kernel0_0"
+    assert dispatch.not_fp8("fp8_e4m3", dispatch.Probe(kernels=[real, "Memset (Device)"], status="probed"),
+                            "cuda:0") is None
