@@ -138,3 +138,10 @@ def test_show_names_rows_measured_beside_other_work():
     assert any("1 OK rows were measured while another process" in x and str(OTHER) in x for x in lines)
     assert any("read faster than the measured read ceiling" in x and "104%" in x for x in lines)
     assert flag_lines(row_flags(ok.iloc[[1]].assign(pct_read=[90.0]))) == []
+
+
+def test_an_empty_process_list_while_we_hold_a_context_is_unknown_not_unshared(gpu):
+    """This process holds a context: NVML listing nobody means it cannot see processes (a container, MIG, rights)."""
+    gpu.pids = []
+    r = concurrency.read("cuda:0", holds_context=True)
+    assert "pids" not in r and "cannot see" in r["why"] and concurrency.shared(r) is None

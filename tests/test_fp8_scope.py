@@ -51,3 +51,13 @@ def test_a_float8_cast_beside_a_16_bit_attention_kernel_is_no_proof_of_fp8():
     real = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f8_knob_32_64x256x128_4x1x1_cga1x1x1_kernel0_0"
     assert dispatch.not_fp8("fp8_e4m3", dispatch.Probe(kernels=[real, "Memset (Device)"], status="probed"),
                             "cuda:0") is None
+
+
+
+def test_fresh_inputs_from_a_file_are_refused_in_one_line(cli, tmp_path):
+    """A file's values are the same on every refill: "fresh" inputs from it would not be new."""
+    res = cli("run", "--grid", "smoke", "--backends", "reference", "--inputs", f"file:{tmp_path / 'acts.npz'}",
+              "--fresh-inputs", "--db", tmp_path / "s.sqlite")
+    lines = res.err.strip().splitlines()
+    assert res.rc == 2 and len(lines) == 1 and "fresh inputs" in lines[0], res.err
+    assert not list(tmp_path.iterdir())

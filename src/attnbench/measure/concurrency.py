@@ -55,7 +55,9 @@ def read(device: str, roots: set[int] | None = None, holds_context: bool = True)
         out["util"] = float(nv.nvmlDeviceGetUtilizationRates(h).gpu)
     except Exception as e:  # noqa: BLE001  (no pynvml, no driver, a call it does not support)
         return {**out, "why": f"NVML could not list the GPU's processes: {type(e).__name__}: {e}"}
-    if holds_context and listed and os.getpid() not in listed:
+    if holds_context and os.getpid() not in listed:
+        if not listed:  # this process holds a context, so NVML cannot see processes here (container, MIG, rights)
+            return {**out, "why": "NVML lists no process on the GPU, not even this one: it cannot see them here"}
         out["pids"] = sorted(listed)
         out["why"] = (f"NVML lists PIDs of another PID namespace ({os.getpid()} is not among them): the run's own "
                       "processes are among them and cannot be told apart")

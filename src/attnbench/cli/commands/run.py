@@ -125,6 +125,10 @@ def add_arguments(r) -> None:
 def _check_inputs(name: str, workloads) -> None:
     from ...measure import distributions
 
+    if name.startswith("file:") and any(getattr(w, "fresh_inputs", False) for w in workloads):
+        # a file's values are the same on every refill: "fresh" timed calls would see one set again and again
+        raise UsageError(f"--inputs {name}: a file gives the same values on every call, so fresh inputs "
+                         "(--fresh-inputs or a grid's fresh_inputs) cannot be new; drop one of the two")
     try:
         distributions.parse(name)
         distributions.check_file(name, workloads)
