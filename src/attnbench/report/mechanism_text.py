@@ -25,9 +25,9 @@ def classes_table(a) -> TextTable:
 
 
 def lead_lines(a) -> list[str]:
-    """One line per lead both of whose rows have counters."""
+    """One line per lead whose winner or runner-up has counters (a bound '-': that one has none)."""
     return [f"{x.workload} ({x.side}): {x.winner} {x.ratio:.2f}x ahead of {x.runner_up}: {x.why} "
-            f"({x.winner_bound} vs {x.runner_up_bound})" for x in a.mechanism.leads]
+            f"({x.winner_bound or '-'} vs {x.runner_up_bound or '-'})" for x in a.mechanism.leads]
 
 
 def terminal(a, names=None) -> list:

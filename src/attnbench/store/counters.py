@@ -12,11 +12,13 @@ TABLE = COUNTERS.name
 NAMES = COUNTERS.names
 JSON_NAMES = frozenset(COUNTERS.json_names)
 REQUIRED = tuple(c.name for c in COUNTER_COLUMNS if c.required_by)
-# what the attempts frame gains (sources.py): enough for show's column, analyze's section and the report page
+# what the attempts frame gains (sources.py, with_counters): enough for show's column, analyze's sections and the
+# report pages
 SHOWN = ("bound", "bound_evidence", "bytes_ratio", "tensor_pct", "xu_pct", "dram_pct", "shared_pct",
          "warps_active_pct", "sm_pct", "dram_read_bytes", "dram_write_bytes", "profiled_us", "main_kernel",
          "registers", "kernel_count", "note", "cost_s")
-__all__ = ["CountersError", "TABLE", "NAMES", "ensure", "insert", "row_of", "rows", "frame", "keys"]
+__all__ = ["CountersError", "TABLE", "NAMES", "ensure", "insert", "row_of", "rows", "frame", "keys",
+           "with_counters"]
 
 
 def ddl() -> str:
@@ -94,44 +96,14 @@ def frame(con):
 
 
 def with_counters(attempts, con):
-    """The attempts frame with the counters columns joined by attempt_key (unchanged when there are none)."""
+    """The attempts frame of a store (sources.py, the one reader) with the counters columns (frame()) set on each
+    row by attempt_key, in place and returned; unchanged (no such columns) when the store has no counters. A column
+    the attempts already have is left as it is."""
     extra = frame(con)
     if extra is None or attempts is None or "attempt_key" not in attempts.columns:
         return attempts
-    extra = extra[[c for c in extra.columns if c == "attempt_key" or c not in attempts.columns]]
-    return attempts.merge(extra, on="attempt_key", how="left")
-
-
-def of_paths(paths: dict) -> "object | None":
-    """The counters frame (frame()) of every store among `paths` (label -> file; exports hold no counters
-    table), with its `label`; None when none has counters."""
-    import pandas as pd
-
-    from .db import Store
-
-    frames = []
-    for label, path in paths.items():
-        try:
-            with open(path, "rb") as f:
-                if f.read(16) != b"SQLite format 3\x00":
-                    continue
-            store = Store(path, create=False, readonly=True)
-        except (OSError, ValueError):
-            continue
-        try:
-            got = frame(store.con)
-        finally:
-            store.close()
-        if got is not None:
-            frames.append(got.assign(label=label))
-    return pd.concat(frames, ignore_index=True) if frames else None
-
-
-def joined(attempts, paths: dict):
-    """The attempts frame (with `label`) with the counters of its stores joined by label and attempt_key
-    (unchanged when none has counters)."""
-    extra = of_paths(paths)
-    if extra is None or attempts is None or attempts.empty or "label" not in attempts.columns:
-        return attempts
-    extra = extra[[c for c in extra.columns if c in ("label", "attempt_key") or c not in attempts.columns]]
-    return attempts.merge(extra, on=["label", "attempt_key"], how="left")
+    by_key = extra.set_index("attempt_key").reindex(attempts["attempt_key"].to_numpy())
+    for c in by_key.columns:
+        if c not in attempts.columns:
+            attempts[c] = by_key[c].to_numpy()
+    return attempts

@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import io, model_rows, samples
+from . import counters, io, model_rows, samples
 from .db import Store, StoreError, open_readonly, reading, table_columns
 from .samples import CHUNK_ROWS, parse_lists
 from .schema import COLUMN_NAMES
 
 RUNS_SUFFIXES = (".runs.jsonl", ".runs.jsonl.gz", ".runs.csv", ".runs.csv.gz", ".runs.parquet")
 MODEL_SUFFIXES = tuple(x.replace(".runs.", ".model_rows.") for x in RUNS_SUFFIXES)
+COUNTERS_SUFFIXES = tuple(x.replace(".runs.", ".counters.") for x in RUNS_SUFFIXES)  # export --table counters
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,8 @@ class Source:
 class Dataset:
     """What the stores and exports of one command hold, side by side."""
 
-    # every attempt of every source, with a `label` column; samples_us as numbers (sources.attempts_frame)
+    # every attempt of every source, with a `label` column; samples_us as numbers (sources.attempts_frame); where
+    # a source has counters (issue 39), their columns (store/counters.py SHOWN) on its rows, NaN on rows without
     attempts: pd.DataFrame
     runs: dict[str, list[dict]]  # label -> that source's runs, oldest first (provenance, ceilings)
     models: pd.DataFrame  # the model rows (`attnbench model`) of every source, with `label`; may be empty
@@ -157,14 +159,15 @@ def _stored(store: Store, lazy: bool, arrays: list, summary: pd.DataFrame) -> li
 
 def _from_store(store: Store, label: str, lazy: bool = True) -> tuple[pd.DataFrame, list[dict], list[dict]]:
     try:
-        return attempts_frame(store, lazy).assign(label=label), store.runs(), model_rows.rows(store.con)
+        df = counters.with_counters(attempts_frame(store, lazy), store.con)  # the counters table, joined once
+        return df.assign(label=label), store.runs(), model_rows.rows(store.con)
     finally:
         store.close()
 
 
 def _from_export(path: Path, label: str, workdir: Path) -> tuple[pd.DataFrame, list[dict], list[dict]]:
-    """An export read through the checks of `import` (io.read_rows) into a temporary store, with the runs
-    and model_rows exports beside it when there are any."""
+    """An export read through the checks of `import` (io.read_rows) into a temporary store, with the runs,
+    model_rows and counters exports beside it when there are any."""
     try:
         io.format_of(path)
     except StoreError:  # not io's advice (--format): the readers take no format
@@ -175,9 +178,13 @@ def _from_export(path: Path, label: str, workdir: Path) -> tuple[pd.DataFrame, l
     run_rows = io.read_rows(side, table="runs") if side else []
     side = beside(path, MODEL_SUFFIXES)
     models = io.read_rows(side, table="model_rows") if side else []
+    side = beside(path, COUNTERS_SUFFIXES)
+    counter_rows = io.read_rows(side, table="counters") if side else []
     tmp = Store(workdir / f"{len(list(workdir.iterdir()))}.sqlite")
     io.import_rows(tmp, rows)
     io.import_runs(tmp, run_rows)
+    if counter_rows:
+        io.import_counters(tmp, counter_rows)
     df, runs, _ = _from_store(tmp, label, lazy=False)  # the temporary store is gone once read
     return df, runs, models
 

@@ -1,20 +1,21 @@
 """Section `mechanism`: why a kernel is fast or slow, from the hardware counters of its rows (run --counters,
 explain): the bound classes per backend and launch, measured over modelled bytes, and each lead explained in
-counter terms where the winner and the runner-up both have counters (docs/method/counters.md)."""
+counter terms where the winner and the runner-up (the contests of the basis) both have counters
+(docs/method/counters.md)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from ...store import counters as store_counters
 from .basis import Basis
 
 NAME = "mechanism"
 # the counters a lead is explained by, with the words that name them
 UNITS = (("tensor_pct", "tensor pipe"), ("xu_pct", "SFU pipe"), ("dram_pct", "DRAM throughput"),
          ("shared_pct", "shared-memory pipe"), ("warps_active_pct", "warps active"))
-KEY = ["side", "device_name", "workload_key"]
+# a contest of the basis (sides.contest_columns, the --by value as `side`) and a backend in it: one line
+LINE = ["label", "device_name", "side", "workload_key", "backend"]
 MIN_GAP = 2.0  # points of peak: two rows closer than this on every unit differ by none of them
 
 
@@ -35,8 +36,8 @@ class Classes:
 
 @dataclass(frozen=True)
 class Lead:
-    """A winner against its runner-up on one workload, both with counters: the lead and the counter that
-    differs most between them."""
+    """A contest's winner against its runner-up (analyze's winners), where either has counters: the lead and the
+    counter that differs most between them when both have, else which of them has none."""
 
     side: str
     workload_key: str
@@ -45,9 +46,9 @@ class Lead:
     winner: str
     runner_up: str
     ratio: float  # runner-up's median over the winner's
-    winner_bound: str | None
+    winner_bound: str | None  # None: the winner has no counters
     runner_up_bound: str | None
-    why: str  # e.g. "tensor pipe 76 % vs 57 %"
+    why: str  # e.g. "tensor pipe 76 % vs 57 %", or "the winner has no counters: ..."
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,8 @@ def _med(s) -> float | None:
 
 
 def compute(b: Basis, done: dict) -> Mechanism | None:
-    """None when no store holds counters."""
-    df = store_counters.joined(b.df, b.paths)
+    """None when no store holds counters (sources.read joins them onto the attempts)."""
+    df = b.df
     if "bound" not in df.columns:
         return None
     ok = df[(df["status"] == "OK") & (df["bound"].notna() | df["counters_note"].notna())]
@@ -79,22 +80,31 @@ def compute(b: Basis, done: dict) -> Mechanism | None:
                                {k: int(v) for k, v in read["bound"].value_counts().sort_index().items()},
                                _med(read["bytes_ratio"]), int(g["counters_note"].notna().sum()),
                                _med(g["counters_cost_s"])))
-    return Mechanism(classes, _leads(ok[ok["bound"].notna()]))
+    return Mechanism(classes, _leads(b.won, ok[ok["bound"].notna()]))
 
 
-def _leads(read: pd.DataFrame) -> list[Lead]:
-    cols = ["median_us", "bound", *(u for u, _ in UNITS)]
-    per = read.groupby([*KEY, "mode", "backend"], sort=True).agg(
+def _leads(won: pd.DataFrame, read: pd.DataFrame) -> list[Lead]:
+    """Per contest with a runner-up (won: the basis' contests), its winner and runner-up with the counters of
+    their lines (read: OK rows with counters; a line's counters: the median over its rows, its bound the most
+    frequent); contests where neither has counters are left out."""
+    if won.empty or read.empty:
+        return []
+    cols = ["bound", *(u for u, _ in UNITS)]
+    per = read.groupby(LINE, sort=True, dropna=False).agg(
         {c: (lambda s: s.mode().iat[0] if len(s.dropna()) else None) if c == "bound" else "median" for c in cols})
-    first = read.drop_duplicates("workload_key").set_index("workload_key")
     out = []
-    for (side, _, wkey, mode), g in per.reset_index().groupby([*KEY, "mode"], sort=True):
-        if len(g) < 2:
+    for c in won[won["runner_up"].notna()].to_dict(orient="records"):
+        at = tuple(c[k] for k in LINE[:-1])
+        w, r = (per.loc[at + (name,)] if at + (name,) in per.index else None for name in (c["backend"], c["runner_up"]))
+        if w is None and r is None:
             continue
-        g = g.sort_values("median_us")
-        w, r = g.iloc[0], g.iloc[1]
-        out.append(Lead(str(side), wkey, label(first.loc[wkey]), mode, w["backend"], r["backend"],
-                        round(r["median_us"] / w["median_us"], 3), w["bound"], r["bound"], why(w, r)))
+        if w is not None and r is not None:
+            text = why(w, r)
+        else:
+            text = f"the {'winner' if w is None else 'runner-up'} has no counters: no counter compares them"
+        out.append(Lead(str(c["side"]), c["workload_key"], label(c), c["mode"], c["backend"], c["runner_up"],
+                        round(float(c["ratio"]), 3), None if w is None else w["bound"],
+                        None if r is None else r["bound"], text))
     return out
 
 
@@ -120,7 +130,7 @@ def why(winner, runner_up) -> str:
 
 def winner_bounds(best: pd.DataFrame, attempts: pd.DataFrame) -> pd.DataFrame:
     """show's winners (best_per_workload) with `bound`: the bound most of the winner's OK rows with counters on
-    that device and workload have (attempts: with the counters joined, store/counters.py); unchanged when no row
+    that device and workload have (attempts: sources.read's, with the counters joined); unchanged when no row
     has one."""
     if best.empty or "bound" not in attempts.columns or not attempts["bound"].notna().any():
         return best

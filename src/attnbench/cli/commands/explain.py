@@ -12,8 +12,9 @@ HELP = "add hardware counters and a bound (memory, tensor, SFU, shared, latency,
 DESCRIPTION = ("Replay the step of each OK attempt the filters keep, once, under Nsight Compute (a process of its "
                "own per attempt, on --device), and store its counters and bound in the store's counters table; "
                "the attempts and their samples are not touched. Attempts that already have counters are skipped "
-               "unless --again. Where counters cannot be read (no ncu, counters not permitted, a CPU device, a "
-               "replay that failed) the counters row says why in one line.")
+               "unless --again, as are attempts of another GPU model than --device's. Where counters cannot be read "
+               "(no ncu, counters not permitted, a CPU device, a replay that failed) the counters row says why in "
+               "one line, a later explain tries it again, and it never replaces counters read before.")
 
 
 def add_arguments(x) -> None:
@@ -27,7 +28,8 @@ def add_arguments(x) -> None:
     x.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="keep only this sweep tag; repeatable")
     x.add_argument("--counters", default=DEFAULT_SET, choices=tuple(SETS), metavar="SET",
                    help=f"counter set: {', '.join(SETS)} (default {DEFAULT_SET})")
-    x.add_argument("--device", default="cuda", help="the GPU to replay on (default cuda)")
+    x.add_argument("--device", help="the GPU to replay on: cuda or cuda:N (default cuda where this host has one, "
+                                     "else cpu, where counters cannot be read)")
     x.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                    help="the plugin file of a plugin backend's attempts; repeatable")
     x.add_argument("--again", action="store_true", help="read counters again where the attempt has them already")
@@ -38,6 +40,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from ...measure import counters
+    from ...runner.options import check_device, default_device
     from ...store import counters as store_counters
     from ...store.db import Store
     from ...store.sources import attempts_frame
@@ -51,51 +54,67 @@ def run(args) -> int:
     missing = [p for p in plugins if not Path(p).is_file()]
     if missing:
         raise UsageError(f"--plugin {missing[0]}: no such file")
+    device = check_device(args.device or default_device())  # a device this host lacks: one line, exit 2
+    here = _gpu_name(device)
     store = Store(args.db, create=False)
+    counts = dict.fromkeys(COUNTS, 0)
+    written = []
     try:
         df = select_rows(attempts_frame(store), args)
         df = df[df["status"] == "OK"]
-        done = store_counters.keys(store.con, readable_only=False) if not args.again else set()
-        todo = df[~df["attempt_key"].isin(done)]
-        here = _gpu_name(args.device)
+        readable = store_counters.keys(store.con, readable_only=True)
+        # a row that says why counters could not be read is tried again; one with counters only under --again
+        todo = df if args.again else df[~df["attempt_key"].isin(readable)]
+        counts["had"] = len(df) - len(todo)
         elsewhere = todo[todo["device_name"].astype(str) != here] if here else todo.iloc[:0]
         if len(elsewhere):  # counters of another GPU model would not be this row's
-            console.err.print(f"{len(elsewhere)} attempt(s) ran on another GPU model than {args.device}'s ({here}): "
+            console.err.print(f"{len(elsewhere)} attempt(s) ran on another GPU model than {device}'s ({here}): "
                               f"skipped ({', '.join(sorted(set(elsewhere['device_name'].astype(str))))})",
                               markup=False)
             todo = todo.drop(elsewhere.index)
-        if args.limit:
+        counts["elsewhere"] = len(elsewhere)
+        if args.limit and len(todo) > args.limit:
+            counts["limit"] = len(todo) - args.limit
             todo = todo.head(args.limit)
         seeds = {r["run_id"]: (r.get("provenance") or {}).get("seed", 0) for r in store.runs()}
-        written = []
         for _, r in todo.iterrows():
             attempt = {k: (None if _missing(v) else v) for k, v in r.items() if k != "samples_us"}
-            spec = {"backend": attempt["backend"], "workload": _workload(attempt), "device": args.device,
+            spec = {"backend": attempt["backend"], "workload": _workload(attempt), "device": device,
                     "seed": seeds.get(attempt["run_id"], 0) or 0, "inputs": attempt.get("inputs") or "normal",
                     "plugins": plugins}
             console.err.print(f"explaining {attempt['backend']} {attempt['workload_key']}...", markup=False)
             row = store_counters.row_of(attempt, counters.collect(spec, args.counters), "explain")
-            store_counters.insert(store.con, row, replace=True)
-            written.append((attempt, row))
+            # a note never replaces counters read before (--again on a host that cannot read them)
+            kept = row["note"] is not None and attempt["attempt_key"] in readable
+            if not kept:
+                store_counters.insert(store.con, row, replace=True)
+                written.append((attempt, row))
+            counts["kept" if kept else "unread" if row["note"] is not None else "read"] += 1
     finally:
         store.close()
-    console.err.print(f"{len(written)} attempt(s) explained; {len(df) - len(todo)} already had counters"
-                      if not args.again else f"{len(written)} attempt(s) explained", markup=False)
+    console.err.print("; ".join(f"{n} {COUNTS[k]}" for k, n in counts.items() if n or k == "read"), markup=False)
     if written:
         console.out.print(_table(written))
     return 0
 
 
+# what explain says it did with the attempts the filters kept, each once
+COUNTS = {"read": "attempt(s) explained with counters",
+          "unread": "replayed without counters (the row says why; a later explain tries them again)",
+          "kept": "replayed without counters, their counters read before kept",
+          "had": "already had counters (--again reads them again)",
+          "elsewhere": "ran on another GPU model: skipped",
+          "limit": "left by --limit"}
+
+
 def _gpu_name(device: str) -> str | None:
-    """The model of the GPU the replays run on (None on a CPU or where CUDA is absent: the collector says why)."""
+    """The model of the GPU the replays run on, as attempts record it; None on the CPU (no GPU model to match:
+    counters need a CUDA device, the collector says so on each row)."""
     if not device.startswith("cuda"):
         return None
-    try:
-        import torch
+    import torch
 
-        return torch.cuda.get_device_name(device) if torch.cuda.is_available() else None
-    except Exception:  # noqa: BLE001  (a device that cannot be read: the collector's note says why)
-        return None
+    return torch.cuda.get_device_name(device)
 
 
 def _missing(v) -> bool:

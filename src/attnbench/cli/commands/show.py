@@ -58,6 +58,7 @@ def run(args) -> int:
     from ...analysis.frames import per_backend
     from ...analysis.outcomes import device_counts, status_counts
     from ...analysis.overview import run_overview
+    from ...analysis.sections.mechanism import winner_bounds
     from ...analysis.winners import best_per_workload, contestants
     from ...report import terminal
     from ...store import sources
@@ -88,7 +89,7 @@ def run(args) -> int:
         ranked = contestants(per_backend(df), args.all)
         return _emit(_flag(ranked, pairs, "backend"), args.format, lambda: [
             terminal.ranking_table(dispatch_checked.mark(ranked, pairs)), *_note(ranked, pairs, ("backend",))])
-    best = _with_bound(best_per_workload(df, runs, include_references=args.all), df, args.db)
+    best = winner_bounds(best_per_workload(df, runs, include_references=args.all), df)  # issue 39: the bound column
     types = {r.get("device_name"): ((r.get("provenance") or {}).get("device") or {}).get("type") for r in runs}
     return _emit(_flag(best, pairs, "best"), args.format, lambda: terminal.show(
         dispatch_checked.mark(best, pairs), run_overview(df, runs), status_counts(df) if args.status else None,
@@ -111,14 +112,6 @@ def _note(frame, pairs, columns=("best", "runner_up")) -> list[str]:
     marked = dispatch_checked.mark(frame, pairs, columns)
     shown = any(str(v).endswith(dispatch_checked.MARK) for c in columns if c in marked.columns for v in marked[c])
     return [dispatch_checked.NOTE] if shown else []
-
-
-def _with_bound(best, df, db):
-    """The winners with the bound of their rows where the store has counters (issue 39; run --counters, explain)."""
-    from ...analysis.sections.mechanism import winner_bounds
-    from ...store.counters import joined
-
-    return winner_bounds(best, joined(df.assign(label="s"), {"s": db}))
 
 
 def _load(runs, df) -> str:

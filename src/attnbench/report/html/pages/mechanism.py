@@ -40,5 +40,5 @@ def body(ctx: Context) -> str:
                  Col("why", "the counter that differs most", wrap=True), Col("winner_bound", "winner's bound"),
                  Col("runner_up_bound", "runner-up's bound")]
         out += "<section>\n<h2>Why the winner leads</h2>\n"
-        out += table(ctx.table_id(), lcols, leads, "Winner and runner-up, both with counters") + "</section>\n"
+        out += table(ctx.table_id(), lcols, leads, "Each contest's winner and runner-up where either has counters") + "</section>\n"
     return out
