@@ -38,8 +38,9 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        """Every class caught, and the honest kernel OK (else the gates refuse correct work and 'caught' is empty)."""
-        return self.caught == len(self.verdicts) and self.control.startswith("OK")
+        """At least one class run, every class caught, and the honest kernel OK (else the gates refuse correct work
+        and 'caught' is empty)."""
+        return bool(self.verdicts) and self.caught == len(self.verdicts) and self.control.startswith("OK")
 
     def to_json(self) -> dict:
         return {"device": self.device, "device_name": self.device_name, "caught": self.caught,
@@ -61,6 +62,8 @@ def run(device: str | None = None, timeout_s: float = 120.0, seed: int = 0, only
                               plugins=[KERNELS])
         dtype = "cuda" if options.device.startswith("cuda") else "cpu"
         cases = [c for c in cases_for(dtype) if not only or c.name in only]
+        if not cases:  # every class named is one this device cannot mean: a pass with nothing run is no pass
+            raise ValueError(f"--only: {', '.join(only)} cannot run on {options.device} (GPU only)")
         table = kernels.CUDA if dtype == "cuda" else kernels.CPU
         controls = [CONTROL] + ([CACHED_CONTROL] if any(c.cache for c in cases) else [])
         backends = _backends(controls + [c.backend for c in cases])
@@ -88,7 +91,7 @@ def run(device: str | None = None, timeout_s: float = 120.0, seed: int = 0, only
     shown = _controls(rows, controls)
     skipped = [c for c in classes.CASES if dtype not in c.devices and (not only or c.name in only)]
     return Result(options.device, device_name, verdicts, skipped, shown, time.monotonic() - began,
-                  kernels.FRESH, versions)
+                  True, versions)
 
 
 def _controls(rows: dict, names: list[str]) -> str:

@@ -55,7 +55,10 @@ def run(args) -> int:
         Store(db).close()
     began = datetime.now(timezone.utc)
     with console.err.status("selftest: starting workers and running every class..."):
-        result = suite.run(args.device, timeout_s=args.timeout, only=args.only)
+        try:
+            result = suite.run(args.device, timeout_s=args.timeout, only=args.only)
+        except ValueError as e:  # --only names no class this device can run (found before any worker starts)
+            raise UsageError(str(e)) from None
     _print(result)
     data = result.to_json()
     if out is not None:
@@ -81,7 +84,7 @@ def _checked_path(name: str, flag: str) -> Path:
 def _print(result) -> None:
     width = max((len(v.case) for v in result.verdicts), default=10)
     o = console.out
-    fresh = "on for the cache classes" if result.fresh_inputs else "not in this build (the cache classes run without)"
+    fresh = "on for the cache classes"
     o.print(f"selftest on {escape(result.device)} ({escape(result.device_name or '?')}); fresh inputs {fresh}",
             soft_wrap=True)
     for v in result.verdicts:
