@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The last H200 call of 2026-12-03 (issues 39, 40, 42): the GPU tests changed after the first pass
-# (test_ceilings_read's rule, test_fp8_contract's rounding on CUDA, test_fresh_inputs' caches), then counters on
+# (test_ceilings_read's rule, test_fp8_contract's rounding on CUDA, test_fresh_inputs' caches), the CPU selftest
+# (the silently-eager class's fix), then counters on
 # the graph rows the first pass cut (prefill and decode, sdpa-cudnn and sdpa-flash). Writes $OUT/final.tar.gz.
 set -u
 export PYTHONUNBUFFERED=1 COLUMNS=120 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
@@ -9,6 +10,8 @@ timeout ${TEST_S:-100} python3 -m pytest -q -m gpu tests/test_ceilings_read.py t
   tests/test_fresh_inputs.py -p no:cacheprovider -rA > $D/tests.txt 2>&1
 echo "gpu tests: exit $? after $((SECONDS - T0)) s: $(tail -1 $D/tests.txt)"
 grep -E "^(PASSED|FAILED|ERROR)|^E  " $D/tests.txt | cut -c1-240 | head -24
+timeout 45 python3 -m attnbench selftest --device cpu --json $D/selftest_cpu.json > $D/selftest_cpu.txt 2>&1
+echo "selftest cpu: exit $? $(grep -E 'classes caught' $D/selftest_cpu.txt)"; grep -E "MISSED|NOT RUN" $D/selftest_cpu.txt | head -3
 cat > /tmp/graph-grid.yaml <<'YAML'
 name: counters-graph
 workloads:
