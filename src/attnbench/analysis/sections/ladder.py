@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from ...store import counters as store_counters
+from ..winners import contestants
 from .basis import Basis
 
 NAME = "ladder"
@@ -20,6 +20,7 @@ TARGETS = {("triton-hopper", "prefill"): 0.85, ("triton-fa2", "prefill"): 0.70,
            ("triton-decode", "decode"): 0.95, ("triton-fp8", "prefill"): 1.4}
 BF16_RUNGS = ("triton-fa2", "triton-hopper", "triton-hopper-base", "triton-hopper-ws", "triton-hopper-ws-pipe")
 MECHANISM = ("dram_read_bytes", "dram_write_bytes", "tensor_pct", "xu_pct")
+CONTEST = ["label", "device_name", "side", "workload_key"]  # one contest of the basis (sides.contest_columns)
 
 
 @dataclass(frozen=True)
@@ -61,41 +62,61 @@ def _num(v):
     return None if v is None or pd.isna(v) else float(v)
 
 
+def _per_line(df: pd.DataFrame) -> pd.DataFrame:
+    """Per contest and backend (the lines' keys), from its OK rows: the kernel config a rung chose (the first
+    recorded) and, where the store has counters, their medians over the rows that have them."""
+    ok = df[df["status"] == "OK"]
+    have = [c for c in ("kernel_config", *MECHANISM) if c in ok.columns]
+    if not have:
+        return pd.DataFrame(index=pd.MultiIndex.from_tuples([], names=[*CONTEST, "backend"]))
+    agg = {c: ("first" if c == "kernel_config" else "median") for c in have}
+    part = ok[[*CONTEST, "backend", *have]].copy()
+    for c in have:
+        part[c] = pd.to_numeric(part[c], errors="coerce") if c != "kernel_config" else part[c].map(_config)
+    return part.groupby([*CONTEST, "backend"], sort=False, dropna=False).agg(agg)
+
+
+def _config(v) -> str | None:
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)[:200]  # NaN: none recorded
+
+
 def compute(b: Basis, done: dict) -> Ladder | None:
-    """None when no store holds a row of the triton family."""
-    df = b.df
-    if df.empty or not df["backend"].astype(str).str.startswith("triton-").any():
+    """None when no store holds a line of the triton family. Each backend's time is its line of the basis (analyze's
+    one definition: the median of its repeat medians, analysis/frames.py per_backend), contestants only."""
+    lines = contestants(b.lines) if not b.lines.empty else b.lines
+    if lines.empty or not lines["backend"].astype(str).str.startswith("triton-").any():
         return None
-    df = store_counters.joined(df, b.paths)
-    ok = df[df["status"] == "OK"].copy()
+    extra = _per_line(b.df)
     out = []
-    for (side, device, key), g in ok.groupby(["side", "device_name", "workload_key"], sort=True):
-        fastest = g.sort_values("median_us").drop_duplicates("backend").set_index("backend")
-        rungs = [x for x in fastest.index if str(x).startswith("triton-")]
+    for key, g in lines.groupby(CONTEST, sort=True, dropna=False):
+        by = g.drop_duplicates("backend").set_index("backend")
+        rungs = [x for x in by.index if str(x).startswith("triton-")]
         if not rungs:
             continue
-        w = fastest.iloc[0]
+        w = by.iloc[0]
         decode = w["mode"] == "decode"
-        size = (lambda r: r["bytes"] / r["median_us"] / 1e3) if decode else (lambda r: r["flops"] / r["median_us"] / 1e6)
+        rate = ((lambda r: r["bytes"] / r["median_us"] / 1e3) if decode
+                else (lambda r: r["flops"] / r["median_us"] / 1e6))
         for rung in sorted(rungs):
-            r = fastest.loc[rung]
+            r = by.loc[rung]
             if decode:
-                pool = [x for x in fastest.index if not str(x).startswith("triton-")]
+                pool = [x for x in by.index if not str(x).startswith("triton-")]
             elif rung.startswith("triton-fp8"):
-                pool = [x for x in BF16_RUNGS if x in fastest.index]
+                pool = [x for x in BF16_RUNGS if x in by.index]
             else:
-                pool = [x for x in VENDORS if x in fastest.index]
-            against = min(pool, key=lambda x: fastest.loc[x, "median_us"]) if pool else None
-            ratio = fastest.loc[against, "median_us"] / r["median_us"] if against else None
+                pool = [x for x in VENDORS if x in by.index]
+            against = min(pool, key=lambda x: by.loc[x, "median_us"]) if pool else None
+            ratio = float(by.loc[against, "median_us"] / r["median_us"]) if against else None
             target = TARGETS.get(("triton-fp8" if rung.startswith("triton-fp8") else rung, w["mode"]))
-            reads = [_num(r.get(c)) for c in MECHANISM]
+            e = extra.loc[(*key, rung)] if (*key, rung) in extra.index else pd.Series(dtype=object)
+            reads = [_num(e.get(c)) for c in MECHANISM]
             dram = (reads[0] or 0) + (reads[1] or 0) if reads[0] is not None else None
-            cfg = r.get("kernel_config")
-            out.append(Rung(str(side), str(device), _what(w), w["mode"], rung, "GB/s" if decode else "TFLOP/s",
-                            round(size(r), 1), against, round(size(fastest.loc[against]), 1) if against else None,
+            out.append(Rung(str(w["side"]), str(w["device_name"]), _what(w), w["mode"], rung,
+                            "GB/s" if decode else "TFLOP/s", round(float(rate(r)), 1), against,
+                            round(float(rate(by.loc[against])), 1) if against else None,
                             round(ratio, 3) if ratio is not None else None, target,
-                            (ratio >= target) if target is not None and ratio is not None else None,
-                            round(size(fastest.loc["sdpa-flash"]), 1) if "sdpa-flash" in fastest.index else None,
-                            None if cfg is None or (isinstance(cfg, float) and pd.isna(cfg)) else str(cfg)[:200],
-                            round(dram / 1e9, 3) if dram is not None else None, reads[2], reads[3]))
+                            bool(ratio >= target) if target is not None and ratio is not None else None,
+                            round(float(rate(by.loc["sdpa-flash"])), 1) if "sdpa-flash" in by.index else None,
+                            _config(e.get("kernel_config")), round(dram / 1e9, 3) if dram is not None else None,
+                            reads[2], reads[3]))
     return Ladder(out) if out else None

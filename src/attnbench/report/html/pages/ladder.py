@@ -9,8 +9,9 @@ from ..markup import Col, note, table
 
 FILE, TITLE = "ladder.html", "Ladder"
 RULE = ("Each rung is a kernel of this project (backends/triton_kernels/), written from the FlashAttention papers and "
-        "passed through the same gates as every backend. Ratio: the median time of what it is measured against over "
-        "the rung's (above 1: the rung is faster): the best of sdpa-cudnn and fa4 for prefill and training, the best "
+        "passed through the same gates as every backend. Ratio: the time of what it is measured against over the "
+        "rung's (above 1: the rung is faster), each backend's time as analyze's (the median of its repeat medians), "
+        "accuracy references left out: the best of sdpa-cudnn and fa4 for prefill and training, the best "
         "other decode backend for decode (modelled KV bytes per second), the best 16-bit rung for fp8. Targets are "
         "issue 41's. DRAM, tensor and SFU columns come from the store's counters (run --counters) when it has them. "
         "Notes and predictions: docs/evidence/triton-ladder.md.")
