@@ -128,19 +128,21 @@ def test_emulation_without_rounding_is_float64_attention():
 
 # ---- Table 3 ---------------------------------------------------------------------------------------
 
-TABLE3_SHAPE = (1, 2, 512, 128)  # B, H, N, D; seed 0: the shape the ratios below are stated for
+TABLE3_SHAPE = (1, 2, 512, 128)  # B, H, N, D; seed 0: a short KV, fast (the default tier)
+
+
+def _table3_inputs(shape, device="cpu"):
+    g = torch.Generator().manual_seed(0)  # drawn on the host: a GPU run computes the very same values
+    return [distributions.draw(distributions.parse("fa3-outliers"), "q", math.prod(shape), g, "cpu")
+            .view(shape).to(device) for _ in range(3)]
 
 
 @pytest.fixture(scope="module")
 def table3_figures():
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (distributions.draw(distributions.parse("fa3-outliers"), "q", math.prod(TABLE3_SHAPE), g, "cpu")
-               .view(TABLE3_SHAPE) for _ in range(3))
-    return table3.compute(q, k, v, TABLE3_SHAPE[-1] ** -0.5)
+    return table3.compute(*_table3_inputs(TABLE3_SHAPE), TABLE3_SHAPE[-1] ** -0.5)
 
 
 REPRODUCED = ["standard fp16 (unfused)", "fused fp16 (FA2/FA3)", "fp8 without incoherent processing"]
-NOT_REPRODUCED = ["fp8 block + incoherent (FA3)", "fp8 without block quantisation"]
 
 
 @pytest.mark.parametrize("row", REPRODUCED)
@@ -151,12 +153,22 @@ def test_table3_ratio_to_the_fp8_baseline_is_the_papers_within_25_percent(table3
     assert fp16 == pytest.approx(3.2 / 1.9, rel=0.25)  # the fused kernel's 1.7x over standard attention
 
 
-@pytest.mark.xfail(strict=True, reason="incoherent processing lowers the error 1.4-1.7x here (bit-faithful "
-                                       "emulation, i.i.d. outliers), 2.6x in the paper (docs/method/fp8.md)")
-@pytest.mark.parametrize("row", NOT_REPRODUCED)
-def test_table3_incoherent_rows_within_25_percent(table3_figures, row):
-    ours, paper = table3.ratios(table3_figures), table3.ratios(table3.paper())
-    assert ours[row] == pytest.approx(paper[row], rel=0.25)
+def _assert_table3_is_the_papers(figures):
+    """Every row over the baseline within 25 % of the paper's ratio, and the absolute figures too."""
+    ours, paper = table3.ratios(figures), table3.ratios(table3.paper())
+    off = {row: round(ours[row] / paper[row], 3) for row in ours if not 0.75 <= ours[row] / paper[row] <= 1.25}
+    assert not off, (off, figures)
+    assert figures["standard fp16 (unfused)"] / figures["fused fp16 (FA2/FA3)"] == pytest.approx(3.2 / 1.9, rel=0.25)
+    absolute = {row: round(figures[row] / fig, 3) for row, fig in table3.paper().items()}
+    assert all(0.75 <= r <= 1.25 for r in absolute.values()), absolute
+
+
+def test_table3_every_row_is_the_papers_at_its_kv_length():
+    # at N 512 incoherent processing gains 1.4-1.7x (the rows above), at the paper's length 2.3x as in
+    # its table (2.6x): its gain comes from a query's outlier feature meeting keys with one in the same
+    # feature, which a query does more often the more keys it attends to (full tier: ~2 min on CPU)
+    shape = table3.PAPER_SHAPE
+    _assert_table3_is_the_papers(table3.compute(*_table3_inputs(shape), shape[-1] ** -0.5))
 
 
 def test_table3_incoherent_processing_is_what_lowers_the_fp8_error(table3_figures):
@@ -353,6 +365,15 @@ def test_rounding_on_the_gpu_matches_torchs_cuda_casts(fmt):
     assert bad.numel() == 0, (f"{bad.numel()} of {x.numel()} differ (torch {torch.__version__}, cast saturates: "
                               f"{sat}); (x, cuda cast, cpu cast, emulator):",
                               [(x[i].item(), want[i].item(), on_cpu[i].item(), got[i].item()) for i in bad[:8]])
+
+
+@pytest.mark.gpu
+@CUDA
+def test_table3_every_row_is_the_papers_at_its_kv_length_on_the_gpu():
+    shape = table3.PAPER_SHAPE  # the CPU test's values, computed on the GPU
+    figures = table3.compute(*_table3_inputs(shape, "cuda"), shape[-1] ** -0.5)
+    print("table3 on cuda:", {row: f"{fig:.3e}" for row, fig in figures.items()})
+    _assert_table3_is_the_papers(figures)
 
 
 @pytest.mark.gpu

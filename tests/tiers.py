@@ -102,6 +102,9 @@ FULL = {
         "test_fp8_contract::test_a_correct_tiled_fp8_kernel_is_ok_within_the_contract[128]",
     "tests/test_fp8_contract.py::test_misbehaving_fp8_kernels_are_caught[fake-fp8-tile-collapse-255-OK-None]":
         "the tile-collapse fake at 256 (INCORRECT) and the correct kernel at 128 (OK)",
+    # Table 3 at the paper's KV length (N 8192, float64 on CPU: 1-2 min)
+    "tests/test_fp8_contract.py::test_table3_every_row_is_the_papers_at_its_kv_length":
+        "test_fp8_contract's Table 3 rows at N 512 (four ratios, the direction of incoherent processing)",
     # ---- issue 42.2's same-values gate: the runner with real sleeps of 0-20 ms (20-40 s on a loaded host)
     "tests/test_repeat_gate.py::test_the_honest_control_through_the_runner_many_times_under_delays":
         "test_repeat_gate::test_the_honest_control_through_the_runner_with_real_delays_is_ok (one attempt) and the "
