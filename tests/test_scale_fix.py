@@ -108,3 +108,35 @@ def test_the_re_measure_column_makes_one_yaml_block_per_workload(monkeypatch):
     assert list(zip(frame["command"], frame["yaml"], frame["versions"])) == want
     assert frame["workload_key"].tolist() == [repro.workload_of(r).key() for r in rows]
     assert "'be 1'" in frame["command"].iloc[0] and "'my p.py'" in frame["command"].iloc[1]
+
+
+def test_line_figures_are_laid_out_without_constrained_layout_and_nothing_overlaps():
+    """perf_lines places its panels from measured text sizes (no layout engine: constrained layout's extra pass
+    over every tick was a third of the figure's drawing); drawn, no panel's labels reach into another's, the
+    legend's or the suptitle's, and all stays on the figure."""
+    import io
+
+    import matplotlib
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    from attnbench.report.html.figures import STYLE, backend_colors, perf_lines
+
+    rows = [{"backend": bk, "role": "contestant", "batch": b, "kv_len": n, "median_us": (1 + k) * n * b / 50,
+             "value": 700 * n / (n + 3000) / (1 + k), "peak_mem_mib": n * b / 7, "host_bound": n == 256 and k == 0,
+             "clock_low": False}
+            for b in (1, 16, 128) for k, bk in enumerate(("sdpa-flash", "flex", "compile")) for n in (256, 4096, 32768)]
+    with matplotlib.rc_context(STYLE):
+        fig = perf_lines(pd.DataFrame(rows), ["time", "throughput", "memory"], "TFLOP/s", 790.0, "measured matmul",
+                         "sequence length N", "a heading long enough to wrap onto a second line " * 4,
+                         backend_colors(["sdpa-flash", "flex", "compile"]))
+        assert fig.get_layout_engine() is None
+        fig.savefig(io.BytesIO(), format="svg")
+        r = RendererAgg(*(int(v) for v in fig.get_size_inches() * fig.dpi), fig.dpi)
+        boxes = [ax.get_tightbbox(r) for ax in fig.axes if ax.get_subplotspec() is not None]
+        legend, sup = fig.legends[0].get_window_extent(r), fig.get_suptitle() and fig._suptitle.get_window_extent(r)
+    W, H = fig.get_size_inches() * fig.dpi
+    for i, a in enumerate(boxes):
+        assert a.x0 >= -1 and a.y0 >= -1 and a.x1 <= W + 1 and a.y1 <= H + 1
+        assert not a.overlaps(legend) and not a.overlaps(sup)
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b)
