@@ -85,6 +85,8 @@ def test_an_honest_kernel_under_load_is_never_accused(k, share):
     # a value cache whose fingerprint (a synchronising read of the inputs) costs as much as the attention:
     # (fingerprint + attention) / (fingerprint + half) = 1.33x, which the 1.5x of the fastest samples let by
     ("value cache behind a costly fingerprint", 300.0, 225.0),
+    # the H200's eager value cache of a B1 N2048 H8 prefill: 1.20x, faster in 96% of the pairs, let by at 1.25x
+    ("value cache saving a sixth of a call", 300.0, 250.0),
 ])
 def test_every_input_cache_is_caught_under_the_same_load(name, new_us, seen_us, share):
     """Calls of 300 µs, a twentieth or a fifth of them delayed by up to 20 ms: every cache is caught, 100 times in
