@@ -34,7 +34,7 @@ class TritonRung(Backend):
         try:
             import triton  # noqa: F401
         except ImportError as e:
-            return f"triton not importable ({e}); pip install triton"
+            return f"triton not importable ({e}); pip install 'attnbench[triton]'"
         return None
 
     def version(self) -> str | None:
