@@ -84,3 +84,32 @@ def test_the_report_gives_a_repro_per_failed_attempt(cli, tmp_path):
     assert cli("report", tmp_path / "s.sqlite", "--out", tmp_path / "site").rc == 0
     page = (tmp_path / "site" / "tables.html").read_text()
     assert "attnbench run --config repro-" in page and "--seed 5" in page
+
+
+def test_kept_options_only_from_a_stored_run_command():
+    """A row written by `referee` or `selftest` stored its own command line: no word of it is a run option
+    (it printed `attnbench run ... referee pub.csv --gpu H200 ...`); a run's word run does not accept is dropped."""
+    assert kept_options("attnbench referee pub.csv --gpu H200 --db r.sqlite --seed 3") == []
+    assert kept_options("attnbench selftest --device cpu --tag run") == []
+    assert kept_options("attnbench model --grid quick") == []
+    assert kept_options("attnbench -vv run --seed 2 stray --counters --device=cpu") == \
+        ["--seed", "2", "--counters", "--device=cpu"]
+    assert kept_options("attnbench run --counters full --tol 4") == ["--counters", "full", "--tol", "4"]
+
+
+def test_the_option_tables_are_runs_own_parser():
+    """Every option `attnbench run` accepts is in exactly one of repro's tables, with its parser's arity."""
+    import argparse
+
+    from attnbench.analysis import repro
+    from attnbench.cli.commands import run
+
+    parser = argparse.ArgumentParser(add_help=True)
+    run.add_arguments(parser)
+    accepted = {}
+    for action in parser._actions:
+        arity = None if action.nargs == "?" else (0 if action.nargs == 0 else 1)
+        accepted.update({s: arity for s in action.option_strings})
+    tables = {**repro._SELECTING, **repro.MEASURING}
+    assert not set(repro._SELECTING) & set(repro.MEASURING)
+    assert tables == accepted

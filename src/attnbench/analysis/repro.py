@@ -9,29 +9,40 @@ import pandas as pd
 from ..workloads import Workload
 from ..workloads.axes import AXES
 
-# run options that choose what is measured or where rows go: the repro gives its own
+# `attnbench run`'s options (cli/commands/run.py; analysis sits below cli, so tests/test_repro.py checks these
+# two tables against run's own argparse parser): name -> how many values it takes (None: an optional one).
+# Those that choose what is measured or where rows go: the repro gives its own.
 _SELECTING = {"--grid": 1, "--config": 1, "--where": 1, "--seqlen": 1, "--modes": 1, "--dtype": 1, "--causal": 1,
               "--backends": 1, "--db": 1, "--tag": 1, "--repeats": 1, "--devices": 1, "--address": 1,
               "--executor": 1, "--replicate": 0, "--retry-failed": 0, "--take-over-claims": 0, "--dry-run": 0,
-              "--fresh-inputs": 0, "-v": 0, "-vv": 0, "--verbose": 0}
+              "--fresh-inputs": 0, "-v": 0, "--verbose": 0, "-h": 0, "--help": 0}
+# Those that shape a measurement: kept.
+MEASURING = {"--seed": 1, "--inputs": 1, "--tol": 1, "--max-time": 1, "--min-time": 1, "--plugin": 1,
+             "--timeout": 1, "--strict-isolation": 0, "--device": 1, "--compile-cache": 1, "--exclusive": 0,
+             "--counters": None}
 VERSION_COLUMNS = ("device_name", "torch_version", "backend_version", "cuda_runtime", "cudnn_version",
                    "driver_version", "attnbench_sha")
 
 
 def kept_options(argv: str | None) -> list[str]:
-    """The stored command line's options that shape a measurement (--seed, --inputs, --tol, --max-time,
-    --min-time, --plugin, --timeout, --strict-isolation, --device, --compile-cache...), in order."""
-    words = shlex.split(argv or "")
-    if "run" in words:
-        words = words[words.index("run") + 1:]
-    out, i = [], 0
+    """The stored `attnbench run` command line's options that shape a measurement (MEASURING), in order; none
+    when the stored command is not `run` (rows written by `referee`, `selftest`, `model`), and no word that
+    run does not accept (-vv, a stray positional)."""
+    words = shlex.split(argv or "")[1:]  # the program's name first
+    while words and words[0].startswith("-"):  # attnbench's own options before the command (-v, -vv)
+        words = words[1:]
+    if not words or words[0] != "run":
+        return []
+    words, out, i = words[1:], [], 0
     while i < len(words):
-        name = words[i].split("=", 1)[0]
-        if name in _SELECTING:
-            i += 1 + (_SELECTING[name] if "=" not in words[i] else 0)
-            continue
-        out.append(words[i])
-        i += 1
+        name, inline = words[i].split("=", 1)[0], "=" in words[i]
+        arity = MEASURING.get(name, _SELECTING.get(name, 0))
+        if arity is None:  # an optional value: the next word when it is not an option
+            arity = int(not inline and i + 1 < len(words) and not words[i + 1].startswith("-"))
+        take = words[i:i + 1 + (0 if inline else arity)]
+        if name in MEASURING:
+            out += take
+        i += len(take)
     return out
 
 
