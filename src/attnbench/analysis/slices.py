@@ -2,6 +2,7 @@
 with no OK row, the speedup over a baseline backend, and whether the condition flags were recorded."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .frames import GROUP
@@ -19,17 +20,27 @@ def line_memory(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
 
 def cell_status(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     """Per `group` × backend with no OK row at all: `status` (every status its attempts ended in, most
-    frequent first, joined by '/'), `attempts` and the first attempt's `reason`."""
+    frequent first, ties in the order they first occur, joined by '/'), `attempts` and the first attempt's
+    `reason` (its first non-empty one). Counted per (cell, status) at once, not per cell (a study's ~1,000
+    blank cells took ~5 s through value_counts each)."""
     keys = [*group, "backend"]
     has_ok = df.assign(_ok=df["status"] == "OK").groupby(keys, dropna=False)["_ok"].transform("any")
-    failed = df[~has_ok]
-    out = []
-    for k, g in failed.groupby(keys, sort=True, dropna=False):
-        counts = g["status"].value_counts()
-        reason = next((r for r in g["reason"] if isinstance(r, str) and r), None)
-        out.append({**dict(zip(keys, k)), "status": "/".join(counts.index), "attempts": int(len(g)),
-                    "reason": reason})
-    return pd.DataFrame(out, columns=[*keys, "status", "attempts", "reason"])
+    failed = df.loc[~has_ok.to_numpy(), [*keys, "status", "reason"]]
+    cell = failed.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
+    order = np.argsort(cell, kind="stable")  # cells in key order, attempts in store order within each
+    f = failed.iloc[order].assign(_cell=cell[order], _pos=np.arange(len(order)))
+    first = f.drop_duplicates("_cell")
+    out = first[keys].reset_index(drop=True)
+    out["attempts"] = f.groupby("_cell").size().to_numpy()
+    named = f[f["status"].notna()]
+    counts = named.groupby(["_cell", "status"], sort=False).agg(n=("_pos", "size"), at=("_pos", "min")).reset_index()
+    counts = counts.sort_values(["_cell", "n", "at"], ascending=[True, False, True], kind="stable")
+    joined = counts.groupby("_cell", sort=True)["status"].agg("/".join)
+    out.insert(len(keys), "status", joined.reindex(range(len(out)), fill_value="").to_numpy())
+    said = f["reason"].map(lambda r: isinstance(r, str) and bool(r), na_action="ignore").fillna(False).astype(bool)
+    reason = f[said.to_numpy()].drop_duplicates("_cell").set_index("_cell")["reason"]
+    out["reason"] = reason.reindex(range(len(out))).astype(object).where(lambda r: r.notna(), None).to_numpy()
+    return out
 
 
 def speedups(lines: pd.DataFrame, baseline: str, contest_cols) -> pd.DataFrame:
