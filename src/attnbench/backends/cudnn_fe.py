@@ -32,6 +32,7 @@ from ..workloads import FP8_MAX, Workload
 from ..workloads.paged import paged, pages_per_seq
 from ..workloads.varlen import cu_seqlens, packed, seq_lengths
 from .capabilities import ANY
+from .fp8_quant import SCHEMES
 from .base import CONTESTANT, Backend, Inputs, Prepared, Rejected
 from .layout import from_bhnd, to_bhnd
 from .optional import call_rejecting, dist_version, import_hint, to_bnhd
@@ -127,8 +128,8 @@ def _fp8_masks(w: Workload) -> dict:
 
 
 class CudnnFrontend(Backend):
-    # the quantisation sdpa_fp8 performs as driven here: the fp8 contract's scheme (measure/fp8_contract.py)
-    fp8_scheme = "e4m3,tensor,p-e4m3x448,o-e4m3"
+    # the quantisation sdpa_fp8 performs as driven here: the named scheme the fp8 contract judges it by
+    fp8_scheme = SCHEMES["cudnn"]
 
     def extra_supports(self, w: Workload, dev) -> str | None:
         if w.window and (w.q_len == 1 or paged(w) or w.dtype == FP8):

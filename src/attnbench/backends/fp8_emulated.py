@@ -12,20 +12,13 @@ so that default runs stay as they were."""
 from __future__ import annotations
 
 from attnbench.backends.base import ACCURACY_REFERENCE, Backend, Inputs
+from attnbench.backends import fp8_quant
 from attnbench.backends.fp8_quant import Scheme, emulate
 from attnbench.backends.layout import from_bhnd, keep_mask, to_bhnd
 
 MAX_SCORES = 1 << 28  # float64 score elements one call may hold (2 GiB; a few temporaries of it)
-FA3_P = 256.0  # FlashAttention-3's P range before its float8 cast (exp2 with a max offset of 8)
-SCHEMES = {
-    "fp8-emu-tensor": Scheme(p_scale=FA3_P),  # Table 3's per-tensor baseline
-    "fp8-emu-block-incoherent": Scheme(granularity="block", incoherent=True, p_scale=FA3_P),  # FA3's FP8
-    "fp8-emu-tensor-incoherent": Scheme(incoherent=True, p_scale=FA3_P),  # without block quantisation
-    "fp8-emu-block": Scheme(granularity="block", p_scale=FA3_P),  # without incoherent processing
-    "fp8-emu-head": Scheme(granularity="head", p_scale=FA3_P),  # per-(batch, head) scales
-    "fp8-emu-tensor-e5m2": Scheme(fmt="e5m2", p_fmt="e5m2", p_scale=FA3_P),
-    "fp8-emu-cudnn": Scheme(p_scale=448.0, o_fmt="e4m3"),  # cuDNN's sdpa_fp8 as backends/cudnn_fe.py drives it
-}
+# one backend per named scheme (fp8_quant.SCHEMES): fp8-emu-tensor, fp8-emu-block-incoherent, ..., fp8-emu-cudnn
+SCHEMES = {f"fp8-emu-{name}": scheme for name, scheme in fp8_quant.SCHEMES.items()}
 
 
 class Fp8Emulated(Backend):

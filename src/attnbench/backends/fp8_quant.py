@@ -104,6 +104,23 @@ def parse_scheme(text: str) -> Scheme:
     return Scheme(**kw)
 
 
+# The named schemes (one table; the emulator's backends, Table 3's rows, cuDNN's declared scheme and the fp8
+# contract's default all refer to it). FlashAttention-3 keeps P in [0, 256] before its float8 cast (exp2 with a
+# max offset of 8); cuDNN's sdpa_fp8 as backends/cudnn_fe.py drives it: per-tensor e4m3 Q, K, V (the tool's
+# codes), P scaled by 448 into e4m3 (scale_s), O written in e4m3 (scale_o 1).
+FA3_P_SCALE = 256.0
+SCHEMES = {
+    "tensor": Scheme(p_scale=FA3_P_SCALE),  # Table 3's per-tensor baseline
+    "block-incoherent": Scheme(granularity="block", incoherent=True, p_scale=FA3_P_SCALE),  # FA3's FP8
+    "tensor-incoherent": Scheme(incoherent=True, p_scale=FA3_P_SCALE),  # without block quantisation
+    "block": Scheme(granularity="block", p_scale=FA3_P_SCALE),  # without incoherent processing
+    "head": Scheme(granularity="head", p_scale=FA3_P_SCALE),  # per-(batch, head) scales
+    "tensor-e5m2": Scheme(fmt="e5m2", p_fmt="e5m2", p_scale=FA3_P_SCALE),
+    "cudnn": Scheme(fmt="e4m3", granularity="tensor", p_fmt="e4m3", p_scale=448.0, o_fmt="e4m3"),
+}
+CUDNN_FP8 = SCHEMES["cudnn"]
+
+
 def amax_scale(amax, fmt: str):
     """The scale that maps amax onto the format's largest value (1 where amax is 0)."""
     import torch

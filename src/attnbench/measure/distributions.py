@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BUILTIN = ("normal", "outliers", "large-logits")  # measure/inputs.py's DISTRIBUTIONS, in that order
-FA3_RATE, FA3_STD = 0.001, 10.0
-OUTLIER_P, OUTLIER_STD = 0.001, 10.0  # `outliers`: share of elements that get an outlier, its std (N(0, 100))
+# `outliers` and the defaults of `fa3-outliers` (FlashAttention-3's protocol, the same N(0, 100)·Bernoulli(0.001)):
+# the share of elements that get an outlier and its std
+OUTLIER_P, OUTLIER_STD = 0.001, 10.0
 LARGE_LOGIT_STD = 30.0 ** 0.5  # Q·K·D^-1/2 then has standard deviation ~30
 FP8_TOP = 448.0
 
@@ -54,7 +55,7 @@ def parse(name: str) -> Dist:
         return Dist("file", path=path)
     m = re.fullmatch(r"fa3-outliers(?::(.*))?", name)
     if m:
-        kw = {"rate": FA3_RATE, "std": FA3_STD}
+        kw = {"rate": OUTLIER_P, "std": OUTLIER_STD}
         for part in filter(None, (m.group(1) or "").split(",")):
             key, _, val = part.partition("=")
             try:

@@ -11,7 +11,7 @@ inputs already are the per-tensor float8 codes (measure/distributions.py), so on
 rounded by the emulation there. FACTOR's evidence: docs/method/fp8.md."""
 from __future__ import annotations
 
-from ..backends.fp8_quant import Scheme, emulate, parse_scheme, tensor_amax
+from ..backends.fp8_quant import CUDNN_FP8, Scheme, emulate, parse_scheme, tensor_amax
 from ..backends.layout import keep_mask, to_bhnd
 from ..workloads import Workload
 from ..workloads.varlen import packed
@@ -24,9 +24,7 @@ from ..workloads.varlen import packed
 # arithmetic (exp2 approximations, its accumulation order), which lab/h200_fp8.sh measures. Below its
 # resolution: P cast toward zero instead of to nearest (1.0-1.5, the O rounding to e4m3 dominates).
 FACTOR = 1.5
-# cuDNN's sdpa_fp8 as backends/cudnn_fe.py drives it: per-tensor e4m3 Q, K, V (the tool's codes), P
-# scaled by 448 into e4m3 (scale_s), O written in e4m3 (scale_o 1)
-CUDNN_FP8 = Scheme(fmt="e4m3", granularity="tensor", p_fmt="e4m3", p_scale=448.0, o_fmt="e4m3")
+# an fp8 workload's scheme where its backend declares none: cuDNN's (backends/fp8_quant.SCHEMES, the one table)
 DEFAULT_SCHEMES = {"fp8_e4m3": CUDNN_FP8}
 
 

@@ -14,17 +14,15 @@ figures lie within 25 % of its absolute ones, and so do the ratios between rows,
 reproduction checks (tests/test_fp8_contract.py, lab/fp8_table3.py, docs/method/fp8.md)."""
 from __future__ import annotations
 
-from ..backends.fp8_quant import Scheme, emulate
+from ..backends.fp8_quant import FA3_P_SCALE, SCHEMES, emulate  # noqa: F401  (FA3_P_SCALE: named here too)
 
-# FlashAttention-3 keeps P in [0, 256] before its float8 cast (exp2 with a max offset of 8)
-FA3_P_SCALE = 256.0
-ROWS = {  # row: (the paper's RMSE, the FP8 scheme; None for a 16-bit row)
+ROWS = {  # row: (the paper's RMSE, the FP8 scheme: backends/fp8_quant.SCHEMES; None for a 16-bit row)
     "standard fp16 (unfused)": (3.2e-4, None),
     "fused fp16 (FA2/FA3)": (1.9e-4, None),
-    "fp8 per-tensor (baseline)": (2.4e-2, Scheme(p_scale=FA3_P_SCALE)),
-    "fp8 block + incoherent (FA3)": (9.1e-3, Scheme(granularity="block", incoherent=True, p_scale=FA3_P_SCALE)),
-    "fp8 without block quantisation": (9.3e-3, Scheme(incoherent=True, p_scale=FA3_P_SCALE)),
-    "fp8 without incoherent processing": (2.4e-2, Scheme(granularity="block", p_scale=FA3_P_SCALE)),
+    "fp8 per-tensor (baseline)": (2.4e-2, SCHEMES["tensor"]),
+    "fp8 block + incoherent (FA3)": (9.1e-3, SCHEMES["block-incoherent"]),
+    "fp8 without block quantisation": (9.3e-3, SCHEMES["tensor-incoherent"]),
+    "fp8 without incoherent processing": (2.4e-2, SCHEMES["block"]),
 }
 BASE = "fp8 per-tensor (baseline)"
 PAPER_SHAPE = (1, 1, 8192, 128)  # B, H, N, D at which our figures match the paper's (seed 0; see the docstring)
