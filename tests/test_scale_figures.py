@@ -34,8 +34,29 @@ def test_speedup_heatmaps_are_laid_out_without_constrained_layout_and_nothing_ov
             legend, sup = fig.legends[0].get_window_extent(r), fig._suptitle.get_window_extent(r)
         assert len(boxes) == len(backends)  # the panels but the baseline's, and the colorbar
         W, H = fig.get_size_inches() * fig.dpi
+        assert legend.x0 >= -1 and legend.x1 <= W + 1  # the legend's columns fit the figure's width
         for i, a in enumerate(boxes):
             assert a.x0 >= -1 and a.y0 >= -1 and a.x1 <= W + 1 and a.y1 <= H + 1, (i, a, W, H)
             assert not a.overlaps(legend) and not a.overlaps(sup)
             for b in boxes[i + 1:]:
                 assert not a.overlaps(b), (a, b)
+
+
+def test_fastest_maps_are_laid_out_without_constrained_layout_and_nothing_overlaps():
+    from attnbench.report.html.figures import backend_colors, fastest_map
+
+    rows = [{"batch": b, "kv_len": n, "best": ("flex", "sdpa-flash", "cudnn-fe")[(b + n) % 3], "median_us": n / b,
+             "separated": n != 4096, "noisy": b == 8, "status": "OOM" if (b, n) == (256, 131072) else ""}
+            for b in (1, 8, 64, 256) for n in (512, 4096, 32768, 131072)]
+    with matplotlib.rc_context(STYLE):
+        fig = fastest_map(pd.DataFrame(rows), "decode: fastest per cell, a heading long enough to wrap " * 3,
+                          backend_colors(["flex", "sdpa-flash", "cudnn-fe"]), "KV length")
+        assert fig.get_layout_engine() is None
+        fig.savefig(io.BytesIO(), format="svg")
+        r = RendererAgg(*(int(v) for v in fig.get_size_inches() * fig.dpi), fig.dpi)
+        a = fig.axes[0].get_tightbbox(r)
+        legend, sup = fig.legends[0].get_window_extent(r), fig._suptitle.get_window_extent(r)
+    W, H = fig.get_size_inches() * fig.dpi
+    assert a.x0 >= -1 and a.y0 >= -1 and a.x1 <= W + 1 and a.y1 <= H + 1
+    assert legend.x0 >= -1 and legend.x1 <= W + 1  # it was cut at both sides in three columns
+    assert not a.overlaps(legend) and not a.overlaps(sup)

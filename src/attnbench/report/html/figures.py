@@ -189,6 +189,18 @@ def _place(fig: Figure, axes, right_axis: list[bool], legend_rows: int, inner_x:
                         wspace=wgap / aw, hspace=hgap / ah)
 
 
+def _legend_cols(fig: Figure, handles, most: int) -> int:
+    """The most columns (up to `most`) whose legend, filled column by column, fits the figure's width."""
+    fw = fig.get_size_inches()[0] * 72
+    widths = [_text_pt(h.get_label(), 8.5)[0] + 8.5 * (2.0 + 0.8) for h in handles]  # handle and its pad
+    for ncols in range(min(most, len(handles)), 1, -1):
+        per = math.ceil(len(handles) / ncols)
+        cols = [max(widths[j:j + per]) for j in range(0, len(widths), per)]
+        if sum(cols) + 8.5 * 2.0 * (len(cols) - 1) + 8.5 * 1.0 <= fw:
+            return ncols
+    return 1
+
+
 def _cell_grid(ax, rows: list, cols: list, row_label: str, col_label: str) -> None:
     ax.set_xticks(range(len(cols)), [length_text(c) for c in cols])
     ax.set_yticks(range(len(rows)), [str(r) for r in rows])
@@ -249,9 +261,11 @@ def speedup_heatmaps(frame: pd.DataFrame, baseline: str, heading: str, x_label: 
         ax.set_title(backends[k], loc="left")
     tick_text = ["≤0.25×", "0.5×", "1×", "2×", "≥4×"]
     bar_w, pad = 10.0, 8.0  # the colorbar's width and its gap to the panels, points
-    fig.legend(handles=blank_handles(), loc="lower center", ncols=2, frameon=False, borderaxespad=0.3)
+    blanks = blank_handles()
+    legend_cols = _legend_cols(fig, blanks, 2)
+    fig.legend(handles=blanks, loc="lower center", ncols=legend_cols, frameon=False, borderaxespad=0.3)
     title(fig, heading)
-    _place(fig, axes, right_axis=[False] * ncols, legend_rows=1, inner_x=True,
+    _place(fig, axes, right_axis=[False] * ncols, legend_rows=math.ceil(len(blanks) / legend_cols), inner_x=True,
            bar=(pad + bar_w + 7.0 + max(_text_pt(t, 8)[0] for t in tick_text) + _text_pt("Ag", 9)[1] + 4.0)
            if image is not None else 0.0)
     if image is not None:  # placed once the margins are known: beside the panels, 80% of their height
@@ -270,8 +284,9 @@ def fastest_map(frame: pd.DataFrame, heading: str, colors: dict[str, str], x_lab
     runner-up is not separated, dotted where it is separated on noisy numbers. `frame`: batch, kv_len,
     best, median_us, separated, noisy, status ('' where a contestant ran OK)."""
     rows, cols = sorted(frame["batch"].unique()), sorted(frame["kv_len"].unique())
-    fig = Figure(figsize=(max(1.25 * len(cols) + 2.2, 6.5), 0.62 * len(rows) + 2.1), layout="constrained")
-    ax = fig.subplots()
+    fig = Figure(figsize=(max(1.25 * len(cols) + 2.2, 6.5), 0.62 * len(rows) + 2.1))  # laid out by _place
+    axes = fig.subplots(squeeze=False)
+    ax = axes[0, 0]
     won = frame[frame["status"] == ""]
     for r in won.itertuples(index=False):
         x, y = cols.index(r.kv_len), rows.index(r.batch)
@@ -285,6 +300,8 @@ def fastest_map(frame: pd.DataFrame, heading: str, colors: dict[str, str], x_lab
     handles += [Patch(facecolor="0.8", hatch="////", edgecolor="white", label="lead not separated"),
                 Patch(facecolor="0.8", hatch="..", edgecolor="white", label="separated, numbers noisy"),
                 *blank_handles()]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+    ncols = _legend_cols(fig, handles, 3)
+    fig.legend(handles=handles, loc="lower center", ncols=ncols, frameon=False, borderaxespad=0.3)
     title(fig, heading)
+    _place(fig, axes, right_axis=[False], legend_rows=math.ceil(len(handles) / ncols))
     return fig
