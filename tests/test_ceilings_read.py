@@ -53,9 +53,9 @@ def test_the_compute_peak_scales_with_the_clock_beside_the_datasheet_figure():
     assert peaks.tflops_at({"cc": "7.5", "sms": 40}, "bf16", 1500) is None  # no rate known: no clock peak
     assert peaks.datasheet_clock_mhz("NVIDIA H200") == 1830
     s = shares({"median_us": 1000.0, "flops": 600e9, "bytes": None, "dtype": "bf16", "sm_clock_mhz": 1625}, H200)
-    assert s["clock_peak_tflops"] == pytest.approx(878.6, abs=0.1)
+    assert s["peak_tflops_clock"] == pytest.approx(878.6, abs=0.1)
     assert s["datasheet_tflops"] == pytest.approx(989.4, abs=0.1)
-    assert s["pct_clock_peak"] == pytest.approx(100 * 600 / 878.6, rel=1e-3)  # 68%, not 61% of the datasheet
+    assert s["pct_peak_clock"] == pytest.approx(100 * 600 / 878.6, rel=1e-3)  # 68%, not 61% of the datasheet
 
 
 def _row(median_us, flops=0.0, nbytes=None, dtype="bf16", clock=1755.0):
@@ -98,13 +98,13 @@ def test_decode_share_is_of_the_read_ceiling_not_the_copy():
 def _lines(slow_us: float, slow_backend="flex", fast_us=100.0):
     base = {"side": "a", "label": "a", "device_name": "NVIDIA H200", "workload_key": "w", "mode": "decode",
             "batch": 8, "q_len": 4, "kv_len": 4096, "dtype": "bf16", "launch": "graph", "role": "contestant",
-            "flops": 2e9, "bytes": 0.2e9, "sm_clock_mhz": 1980.0}
+            "flops": 2e9, "bytes": 0.2e9, "sm_clock_mhz": 1980.0, "l2": "cold"}
     return pd.DataFrame([{**base, "backend": "sdpa-cudnn", "median_us": fast_us},
                          {**base, "backend": slow_backend, "median_us": slow_us}])
 
 
 def test_off_roofline_names_the_slow_line_and_its_faster_alternative():
-    ceil = {("a", "NVIDIA H200"): H200}
+    ceil = {("a", "NVIDIA H200"): {**H200, "l2_bytes": 50 << 20}}  # the read share: off chip, as the gate takes it
     # 0.2 GB in 500 µs: 9% of the read ceiling, 4 TFLOP/s: <1% of the clock peak; 5x the fastest
     (flag,) = off_roofline(_lines(500.0), ceil)
     assert flag["backend"] == "flex" and flag["faster"] == "sdpa-cudnn" and flag["lead"] == pytest.approx(5.0)
@@ -120,7 +120,8 @@ def test_analyze_prints_the_off_roofline_flag(tmp_path):
 
     from attnbench.report.analysis_text import off_roofline_lines
 
-    eff = SimpleNamespace(off_roofline=off_roofline(_lines(500.0), {("a", "NVIDIA H200"): H200}), shared={"a": 2})
+    ceil = {("a", "NVIDIA H200"): {**H200, "l2_bytes": 50 << 20}}
+    eff = SimpleNamespace(off_roofline=off_roofline(_lines(500.0), ceil), shared={"a": 2})
     text = "\n".join(off_roofline_lines(SimpleNamespace(efficiency=eff)))
     assert "flex" in text and "sdpa-cudnn is 5.0x faster" in text and "2 OK rows measured while another" in text
 

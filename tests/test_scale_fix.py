@@ -31,7 +31,7 @@ def _per_row(lines: pd.DataFrame, ceilings: dict) -> list[dict]:
             if r["backend"] == fastest["backend"] or lead < OFF_ROOF_FACTOR:
                 continue
             s = shares(r, ceilings.get((r.get("label"), r.get("device_name"))) or {})
-            compute = s["pct_clock_peak"] if s["pct_clock_peak"] is not None else s["pct_matmul"]
+            compute = s["pct_peak_clock"] if s["pct_peak_clock"] is not None else s["pct_matmul"]
             known = [v for v in (compute, s["pct_read"]) if v is not None]
             if not known or max(known) >= OFF_ROOF_PCT:
                 continue

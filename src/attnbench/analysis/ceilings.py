@@ -1,11 +1,11 @@
-"""The measured device ceilings each device model is judged against, each line's share of them (the compute
-peak at its sampled SM clock, the read bandwidth), the off-roofline flag, and rows measured beside other work."""
+"""The measured device ceilings each device model is judged against, each line's share of them (the gate's stored
+pct_peak_clock and pct_read), the off-roofline flag, and rows measured beside other work."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..measure.peaks import flop_per_sm_clk, tflops_at
+from ..measure.peaks import flop_per_sm_clk, off_chip, pct_peak, pct_read, peak_tflops
 
 # Off the roofline (docs/method/ceilings.md): a line below OFF_ROOF_PCT % of both its compute ceiling (the dense
 # peak at its sampled clock) and its bandwidth ceiling (measured read), while another backend on the same side,
@@ -17,33 +17,16 @@ OFF_ROOF_FACTOR = 3.0
 
 
 def ceilings_by_device(runs: list[dict]) -> dict[str, dict]:
-    """Latest measured ceilings per device model (copy GB/s, matmul TFLOP/s per dtype)."""
+    """Latest measured ceilings per device model (copy GB/s, matmul TFLOP/s per dtype), with the device's L2 size
+    (l2_bytes, from the run's device provenance, where known: the gate's off-chip rule, measure/peaks.off_chip)."""
     out: dict[str, dict] = {}
     for r in runs:  # runs come oldest first; later runs overwrite
-        c = (r.get("provenance") or {}).get("ceilings")
+        prov = r.get("provenance") or {}
+        c = prov.get("ceilings")
         if c and r.get("device_name"):
-            out[r["device_name"]] = c
+            l2 = (prov.get("device") or {}).get("l2_bytes")
+            out[r["device_name"]] = {**c, "l2_bytes": l2} if l2 and "l2_bytes" not in c else c
     return out
-
-
-def _num(v) -> float | None:
-    return float(v) if v is not None and pd.notna(v) else None
-
-
-def shares(r: dict, c: dict) -> dict:
-    """A line's (median_us, flops, bytes, dtype, sm_clock_mhz) shares of its device's ceilings `c`: the compute
-    peak at its sampled clock (clock_peak_tflops, pct_clock_peak; NULL where the architecture or clock is
-    unknown) beside the datasheet figure (datasheet_tflops), the measured matmul's share (pct_matmul) and the
-    read ceiling's (pct_read: modelled bytes/s over read_gbps, the copy's where no read was measured)."""
-    med, flops, nbytes = _num(r.get("median_us")), _num(r.get("flops")), _num(r.get("bytes"))
-    rate = flops / (med * 1e-6) if flops and med else None
-    peak = tflops_at(c, r.get("dtype") or "", _num(r.get("sm_clock_mhz")))
-    sheet = tflops_at(c, r.get("dtype") or "", c.get("datasheet_clock_mhz"))
-    matmul, read = c.get(f"matmul_tflops_{r.get('dtype')}"), c.get("read_gbps") or c.get("copy_gbps")
-    return {"clock_peak_tflops": peak, "datasheet_tflops": sheet,
-            "pct_clock_peak": 100 * rate / (peak * 1e12) if rate and peak else None,
-            "pct_matmul": 100 * rate / (matmul * 1e12) if rate and matmul else None,
-            "pct_read": 100 * nbytes / (med * 1e-6) / (read * 1e9) if nbytes and med and read else None}
 
 
 def _col(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -53,32 +36,63 @@ def _col(frame: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(frame[name], errors="coerce").astype("float64")
 
 
-def shares_frame(lines: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
-    """`shares` of every line at once (the same float operations in the same order, NaN for None), by the
-    line's (label, device_name) ceilings: pct_clock_peak, pct_matmul and pct_read, indexed as `lines`."""
-    med, flops, nbytes, mhz = (_col(lines, c) for c in ("median_us", "flops", "bytes", "sm_clock_mhz"))
+def _shares(lines: pd.DataFrame, c: dict, dtype) -> pd.DataFrame:
+    """The shares of `lines` (one device's ceilings `c`, one dtype): a line's pct_peak_clock and pct_read are the
+    ones the gate stored (runner/gates.py; the median of its repeats' rows, analysis/frames.per_backend). A line
+    whose rows predate those columns (no sm_clock_max_mhz and no stored share) has them computed by the gate's
+    functions (measure/peaks.py) at its median SM clock and against read_gbps (copy_gbps where none was
+    measured), its read share only where its bytes are off chip as the gate decides it. pct_matmul: of the
+    measured matmul."""
+    med, flops, nbytes = _col(lines, "median_us"), _col(lines, "flops"), _col(lines, "bytes")
+    stored_peak, stored_read = _col(lines, "pct_peak_clock"), _col(lines, "pct_read")
+    judged = _col(lines, "sm_clock_max_mhz").notna() | stored_peak.notna() | stored_read.notna()
     rate = (flops / (med * 1e-6)).where((flops != 0) & flops.notna() & (med != 0) & med.notna())
-    out = pd.DataFrame(np.nan, index=lines.index, columns=["pct_clock_peak", "pct_matmul", "pct_read"])
-    keys = [lines[k] if k in lines.columns else pd.Series(None, index=lines.index, dtype=object)
-            for k in ("label", "device_name", "dtype")]
+    out = pd.DataFrame(np.nan, index=lines.index, columns=list(SHARES))
+    per_clk, sms = flop_per_sm_clk(c.get("cc"), dtype or ""), c.get("sms")
+    if per_clk and sms:
+        clock = _col(lines, "sm_clock_mhz")
+        out["peak_tflops_clock"] = peak_tflops(per_clk, sms, clock.where(clock != 0))
+        out["pct_peak_clock"] = pct_peak(rate, out["peak_tflops_clock"]).where(rate.notna())
+        clock = _col(lines, "sm_clock_max_mhz")  # the gate's clock, where the rows recorded it
+        out["peak_tflops_clock"] = peak_tflops(per_clk, sms, clock.where(clock != 0)).fillna(out["peak_tflops_clock"])
+        sheet = c.get("datasheet_clock_mhz")
+        out["datasheet_tflops"] = peak_tflops(per_clk, sms, sheet) if sheet else np.nan
+    matmul, read = c.get(f"matmul_tflops_{dtype}"), c.get("read_gbps") or c.get("copy_gbps")
+    if matmul:
+        out["pct_matmul"] = pct_peak(rate, matmul)
+    if read:
+        ok = (nbytes != 0) & nbytes.notna() & (med != 0) & med.notna()
+        far = pd.Series(off_chip(_text(lines, "l2"), nbytes, c.get("l2_bytes")), index=lines.index, dtype=bool)
+        out["pct_read"] = pct_read(nbytes, med, read).where(ok & far)
+    out["pct_peak_clock"] = stored_peak.where(judged, out["pct_peak_clock"])
+    out["pct_read"] = stored_read.where(judged, out["pct_read"])
+    return out
+
+
+def _text(frame: pd.DataFrame, name: str) -> pd.Series:
+    return frame[name] if name in frame.columns else pd.Series(None, index=frame.index, dtype=object)
+
+
+SHARES = ("peak_tflops_clock", "datasheet_tflops", "pct_peak_clock", "pct_matmul", "pct_read")
+
+
+def shares_frame(lines: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
+    """The shares (_shares: SHARES) of every line at once, by the line's (label, device_name) ceilings, indexed as
+    `lines` (NaN where unknown)."""
+    out = pd.DataFrame(np.nan, index=lines.index, columns=list(SHARES))
+    keys = [_text(lines, k) for k in ("label", "device_name", "dtype")]
     # a few (store, device, dtype) triples: each one's ceilings are constants over its rows
     for (label, device, dtype), idx in pd.DataFrame(dict(zip("ldt", keys))).groupby(
             ["l", "d", "t"], sort=False, dropna=False).groups.items():
         label, device, dtype = (None if isinstance(v, float) and v != v else v for v in (label, device, dtype))
-        c = ceilings.get((label, device)) or {}
-        r, m, n = rate[idx], med[idx], nbytes[idx]
-        per_clk, sms = flop_per_sm_clk(c.get("cc"), dtype or ""), c.get("sms")
-        if per_clk and sms:  # tflops_at: rate per SM per clock x SMs x clock, where the clock was read
-            clock = mhz[idx]
-            peak = (per_clk * sms * clock * 1e6 / 1e12).where(clock.notna() & (clock != 0))
-            out.loc[idx, "pct_clock_peak"] = (100 * r / (peak * 1e12)).where(r.notna() & peak.notna() & (peak != 0))
-        matmul, read = c.get(f"matmul_tflops_{dtype}"), c.get("read_gbps") or c.get("copy_gbps")
-        if matmul:
-            out.loc[idx, "pct_matmul"] = 100 * r / (matmul * 1e12)
-        if read:
-            ok = (n != 0) & n.notna() & (m != 0) & m.notna()
-            out.loc[idx, "pct_read"] = (100 * n / (m * 1e-6) / (read * 1e9)).where(ok)
+        out.loc[idx] = _shares(lines.loc[idx], ceilings.get((label, device)) or {}, dtype).to_numpy()
     return out
+
+
+def shares(r: dict, c: dict) -> dict:
+    """One line's shares of its device's ceilings `c` (as shares_frame; None where unknown)."""
+    s = _shares(pd.DataFrame([r]), c, r.get("dtype")).iloc[0]
+    return {k: (float(v) if pd.notna(v) else None) for k, v in s.items()}
 
 
 def off_roofline(lines: pd.DataFrame, ceilings: dict) -> list[dict]:
@@ -109,7 +123,7 @@ def off_roofline(lines: pd.DataFrame, ceilings: dict) -> list[dict]:
         return []
     rows = lines[cand]
     s = shares_frame(rows, ceilings)
-    compute = s["pct_clock_peak"].fillna(s["pct_matmul"])
+    compute = s["pct_peak_clock"].fillna(s["pct_matmul"])
     known = pd.concat([compute, s["pct_read"]], axis=1)
     off = (known.notna().any(axis=1) & ~(known >= OFF_ROOF_PCT).any(axis=1)).to_numpy()
     pick = np.flatnonzero(cand)[off]  # in group order, then row order within the group, as the groups were walked

@@ -17,8 +17,10 @@ PER_BACKEND_COLS = WORKLOAD_COLS + ["workload_key", "backend", "role", "family",
                                     "kernel", "kernel_us", "host_bound", "sm_clock_mhz", "clock_low", "stationary"]
 # carried from a line's first row: who ran it and on what (constant within a line in practice)
 _FIRST = ("role", "family", "flops", "bytes", "device_uuid", "torch_version")
+_SHARES = ("sm_clock_max_mhz", "pct_peak_clock", "pct_read")
 _READ = ("samples_us", *FRAME_COLUMNS, "median_us", "p95_us", "tag", "repeat", "dispatch_main_family", "dispatch_attention_family",
-         "dispatch_kernels", "kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary", "rel_err")
+         "dispatch_kernels", "kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary", "rel_err",
+         *_SHARES)  # issue 39.4: the gate's shares (analysis/ceilings.py)
 
 
 def json_ready(v):
@@ -82,7 +84,7 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     tag = _column_or_null(ok, "tag").astype(object).where(lambda s: s.notna(), "").astype(str)
     rows = pd.DataFrame({"gid": gid, "med": med, "p5": q[:, 0], "p95": p95, "p99": q[:, 3], "n": counts,
                          "unit_tag": tag, "unit_repeat": ok["repeat"].to_numpy(), "kernel": row_kernels(ok)})
-    for c in ("kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary", "rel_err"):
+    for c in ("kernel_us", "sm_clock_mhz", "host_bound", "clock_low", "stationary", "rel_err", *_SHARES):
         rows[c] = pd.to_numeric(_column_or_null(ok, c), errors="coerce").to_numpy(dtype=float)
     g = rows.groupby("gid", sort=True)
     line = ok.groupby(gid, sort=True)[[c for c in dict.fromkeys(keys + WORKLOAD_COLS + ["workload_key", *_FIRST])
@@ -104,6 +106,8 @@ def per_backend(df: pd.DataFrame, group=GROUP) -> pd.DataFrame:
     # conditions over the repeats: kernel time and clock as medians; flags when any repeat had them
     line["kernel_us"] = g["kernel_us"].median().to_numpy()
     line["sm_clock_mhz"] = g["sm_clock_mhz"].median().to_numpy()
+    for c in _SHARES:  # the stored shares of the repeats' rows, as the clock: medians (NaN where no row has one)
+        line[c] = g[c].median().to_numpy()
     line["host_bound"] = g["host_bound"].max().fillna(0).astype(bool).to_numpy()
     line["clock_low"] = g["clock_low"].max().fillna(0).astype(bool).to_numpy()
     stationary = g["stationary"].min()

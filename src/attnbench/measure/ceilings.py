@@ -85,7 +85,7 @@ def ceilings(device: str) -> dict:
     clock, DRAM's theoretical bandwidth)."""
     import torch
 
-    from .peaks import device_peaks
+    from .peaks import device_peaks, dram_peak
 
     cuda = device.startswith("cuda")
     nbytes = (512 << 20) if cuda else (64 << 20)
@@ -115,6 +115,6 @@ def ceilings(device: str) -> dict:
     out["matmul_n"] = n
     out["host_op_us"] = host_op_us(device)
     out.update(device_peaks(device))
-    if out.get("dram_peak_gbps") and out["dram_peak_gbps"] < out["read_gbps"]:  # misread: not a ceiling
+    if out.get("dram_peak_gbps") and dram_peak(out) is None:  # misread (peaks.dram_peak): not a ceiling
         out["peaks_error"] = f"NVML's DRAM bandwidth {out.pop('dram_peak_gbps')} GB/s is below the measured read"
     return out

@@ -35,13 +35,52 @@ def datasheet_clock_mhz(device_name: str | None) -> int | None:
     return None
 
 
+def peak_tflops(per_clk, sms, mhz):
+    """TFLOP/s of `per_clk` FLOP per SM per clock on `sms` SMs at `mhz` (scalars or arrays alike)."""
+    return per_clk * sms * mhz * 1e6 / 1e12
+
+
 def tflops_at(ceilings: dict, dtype: str, mhz: float | None) -> float | None:
     """TFLOP/s of `dtype` at SM clock `mhz`: rate per SM per clock x SMs x clock (ceilings: "cc" and "sms" as
     measure/ceilings.py records them); None when any part is unknown."""
     rate, sms = flop_per_sm_clk(ceilings.get("cc"), dtype), ceilings.get("sms")
     if not rate or not sms or not mhz or mhz != mhz:  # NaN clock: not read
         return None
-    return rate * sms * mhz * 1e6 / 1e12
+    return peak_tflops(rate, sms, mhz)
+
+
+# A row's shares of its ceilings, as the gate stores them (runner/gates.py: pct_peak_clock, pct_read) and as
+# analysis computes them for rows stored before those columns (analysis/ceilings.py): one definition for both.
+# Modelled bytes smaller than L2_FACTOR x the L2 size may be served from L2 (warm), so HBM bandwidth bounds
+# nothing and such a row has no read share.
+L2_FACTOR = 2
+
+
+def pct_peak(rate, peak_tflops_):
+    """FLOP/s `rate` as % of a peak in TFLOP/s (scalars or arrays alike)."""
+    return 100.0 * rate / (peak_tflops_ * 1e12)
+
+
+def pct_read(nbytes, median_us, read_gbps):
+    """Modelled bytes per call over the median as % of the read ceiling in GB/s (scalars or arrays alike)."""
+    return 100.0 * (nbytes / (median_us * 1e-6) / 1e9) / read_gbps
+
+
+def off_chip(l2_mode, nbytes, l2_bytes):
+    """Whether a row's bytes cannot sit in L2 (a cold-L2 row, or more than L2_FACTOR x the L2 size): only then is
+    its read share taken. No cache size known (a CPU): False, a cache-resident workload may beat DRAM bandwidth.
+    Scalars (nbytes a number) or arrays alike."""
+    if l2_bytes is None or l2_bytes != l2_bytes:
+        return False
+    return (l2_mode == "cold") | (nbytes > L2_FACTOR * l2_bytes)
+
+
+def dram_peak(ceilings: dict) -> float | None:
+    """NVML's DRAM bandwidth (dram_peak_gbps) where it is a ceiling: a figure below the measured read (read_gbps)
+    is a misread of NVML's clock or bus width, not a ceiling (None). measure/ceilings.py drops such a figure from
+    the run's ceilings and the gate (runner/gates.py) does not believe one; this is the one place the rule is."""
+    dram, read = ceilings.get("dram_peak_gbps"), ceilings.get("read_gbps")
+    return dram if dram and not (read and dram < read) else None
 
 
 def device_peaks(device: str) -> dict:

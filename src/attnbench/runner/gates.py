@@ -60,9 +60,6 @@ CPU_CEILING_MARGIN = 10.0
 # An eager row whose median is more than this multiple of its kernels' device time spends at least
 # a third of its time outside the kernels (Python, dispatch, launch): its figure is the host's.
 HOST_BOUND_RATIO = 1.5
-# Modelled bytes smaller than this multiple of the L2 size may be served from L2 (warm), so HBM
-# bandwidth bounds nothing.
-L2_FACTOR = 2
 # A call on new input values (the hard-input checks' and the recheck's, each after the inputs were
 # rewritten in place) does the work whatever a backend remembers. When even the fastest of them
 # takes this multiple of the timed median, and this many µs more, the timed calls did less than the
@@ -117,11 +114,9 @@ def judge(values: dict, ceilings: dict, l2_bytes: int | None, device_type: str =
                                  f"ceiling ({top / 1e12:.3g} TFLOP/s; limit {margin:g}x)")
     read = ceilings.get("read_gbps")
     nbytes = values.get("bytes")
-    # no cache size known (CPU): a cache-resident workload may legitimately beat DRAM bandwidth
-    off_chip = l2_bytes is not None and (values.get("l2") == "cold" or (nbytes or 0) > L2_FACTOR * l2_bytes)
-    if read and nbytes and off_chip:
+    if read and nbytes and peaks.off_chip(values.get("l2"), nbytes, l2_bytes):
+        out["pct_read"] = peaks.pct_read(nbytes, median, read)
         bw = nbytes / (median * 1e-6) / 1e9
-        out["pct_read"] = 100.0 * bw / read
         if bw > margin * read:
             return _implausible(out, f"{bw:.4g} GB/s of modelled traffic is {bw / read:.2g}x the device's measured "
                                      f"read bandwidth ({read:.4g} GB/s; limit {margin:g}x)")
@@ -138,15 +133,14 @@ def clock_ceilings(out: dict, ceilings: dict, rate: float | None, pct_read: floa
     if peak:
         out["peak_tflops_clock"] = peak
         if rate:
-            out["pct_peak_clock"] = 100.0 * rate / (peak * 1e12)
+            out["pct_peak_clock"] = peaks.pct_peak(rate, peak)
             if rate > CLOCK_PEAK_MARGIN * peak * 1e12:
                 return _implausible(out, f"{rate / 1e12:.4g} TFLOP/s is {out['pct_peak_clock']:.0f}% of the dense "
                                          f"{out.get('dtype')} peak at the highest SM clock read while it was timed "
                                          f"({peak:.4g} TFLOP/s at {out['sm_clock_max_mhz']:g} MHz; limit "
                                          f"{100 * CLOCK_PEAK_MARGIN:.0f}%)")
     if pct_read is not None:
-        read, dram = ceilings["read_gbps"], ceilings.get("dram_peak_gbps")
-        dram = dram if dram and dram >= read else None  # below a measured read: NVML's clock or bus misread
+        read, dram = ceilings["read_gbps"], peaks.dram_peak(ceilings)  # None: not given, or a misread
         limit, what = ((DRAM_PEAK_MARGIN * dram, f"the DRAM's theoretical {dram:.4g} GB/s (NVML)") if dram else
                        (READ_MARGIN * read, f"{READ_MARGIN:g}x the measured read ceiling"))
         bw = pct_read * read / 100

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ..ceilings import off_roofline, shares
+from ..ceilings import SHARES, off_roofline, shares_frame
 from ..frames import records
 from ..winners import throughput
 from .basis import Basis
@@ -29,7 +29,7 @@ class ModeSummary:
     median_pct_ceiling: float | None
     median_roofline_pct: float | None
     memory_bound: int  # winners left of the ridge
-    median_pct_clock_peak: float | None = None  # of the dense peak at the sampled SM clock (analysis/ceilings.py)
+    median_pct_clock_peak: float | None = None  # median of the winners' pct_peak_clock (analysis/ceilings.py)
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class Efficiency:
 
 def efficiency_rows(won: pd.DataFrame, ceilings: dict) -> list[dict]:
     """Per contest winner: throughput and % of the measured ceiling (winners.throughput), its shares of
-    the compute peak at its sampled clock and of the read ceiling (analysis/ceilings.shares), and its
+    the compute peak at its clock and of the read ceiling (analysis/ceilings.shares_frame: the gate's stored
+    pct_peak_clock and pct_read), and its
     position on the roofline of its device: arithmetic intensity = modelled FLOP ÷ modelled byte, the
     ridge = matmul FLOP/s ÷ read bytes/s (the copy's where no read was measured), `bound` memory or
     compute by which side of the ridge it is, and `roofline_pct` = achieved FLOP/s ÷ min(matmul rate, intensity × read bandwidth).
@@ -60,13 +61,14 @@ def efficiency_rows(won: pd.DataFrame, ceilings: dict) -> list[dict]:
     rows = won[["side", "label", "device_name", "match", "workload_key", "mode", "batch", "q_len", "kv_len",
                 "q_heads", "kv_heads", "head_dim", "dtype", "causal", "launch", "backend", "median_us", "flops",
                 "bytes", "host_bound", "clock_low"]
-               + (["sm_clock_mhz"] if "sm_clock_mhz" in won.columns else [])]
+               + [c for c in ("l2", "sm_clock_mhz", "sm_clock_max_mhz", "pct_peak_clock", "pct_read")
+                  if c in won.columns]]
     rows = throughput(rows, lambda r: ceilings.get((r["label"], r["device_name"])))
+    rows = rows.drop(columns=[c for c in SHARES if c in rows.columns]).join(shares_frame(rows, ceilings))
     out = []
     for r in rows.to_dict(orient="records"):
         c = ceilings.get((r["label"], r["device_name"])) or {}
         peak, bw = c.get(f"matmul_tflops_{r['dtype']}"), c.get("read_gbps") or c.get("copy_gbps")
-        r.update(shares(r, c))
         flops, nbytes = r["flops"], r["bytes"]
         intensity = flops / nbytes if nbytes and pd.notna(nbytes) and nbytes > 0 else None
         ridge = peak * 1e12 / (bw * 1e9) if peak and bw else None
@@ -89,7 +91,7 @@ def summary(rows: list[dict]) -> list[ModeSummary]:
     for (side, mode), g in f.groupby(["side", "mode"], sort=True):
         pct = pd.to_numeric(g["pct_ceiling"], errors="coerce").dropna()
         roof = pd.to_numeric(g["roofline_pct"], errors="coerce").dropna()
-        clock = pd.to_numeric(g.get("pct_clock_peak", pd.Series(dtype=float)), errors="coerce").dropna()
+        clock = pd.to_numeric(g.get("pct_peak_clock", pd.Series(dtype=float)), errors="coerce").dropna()
         out.append(ModeSummary(side, mode, int(len(g)), int(len(pct)), g["metric"].iloc[0],
                                number(pct.median() if len(pct) else np.nan),
                                number(roof.median() if len(roof) else np.nan), int((g["bound"] == "memory").sum()),
