@@ -14,7 +14,7 @@ figures lie within 25 % of its absolute ones, and so do the ratios between rows,
 reproduction checks (tests/test_fp8_contract.py, lab/fp8_table3.py, docs/method/fp8.md)."""
 from __future__ import annotations
 
-from ..backends.fp8_quant import FA3_P_SCALE, SCHEMES, emulate  # noqa: F401  (FA3_P_SCALE: named here too)
+from ..backends.fp8_quant import SCHEMES, emulate
 
 ROWS = {  # row: (the paper's RMSE, the FP8 scheme: backends/fp8_quant.SCHEMES; None for a 16-bit row)
     "standard fp16 (unfused)": (3.2e-4, None),
