@@ -106,17 +106,17 @@ _DISPATCH = [
                                   "families the backend does not declare; NULL when it declares none", ATTEMPT, RAN),
     _c("dispatch_attention_family", str, "the attention kernel family that took the most device time; NULL when "
                                          "no declared attention kernel ran", ATTEMPT, RAN),
+    # issue 42.2: an OK that no dispatch check stands behind is shown marked (analysis/dispatch_checked.py)
+    _c("dispatch_checked", bool, "1: the probe ran and the kernels it saw were checked against the families the "
+                                 "backend declares on this device; 0: dispatch unchecked (it declares none there, or "
+                                 "the probe could not run), shown as name? in tables; NULL: rows before the column",
+       ATTEMPT, RAN),
 ]
 _MODELS = [
     _c("flops", float, "FLOP model of the timed step (see workloads/cost.py)", PLAN, required_by=ALL),
     _c("bytes", float, "HBM byte model of the forward step (NULL for fwd+bwd)", PLAN),
 ]
 _PLACE = [
-    # issue 42.2: an OK that no dispatch check stands behind is shown marked (analysis/dispatch_checked.py)
-    _c("dispatch_checked", bool, "1: the probe ran and the kernels it saw were checked against the families the "
-                                 "backend declares on this device; 0: dispatch unchecked (it declares none there, or "
-                                 "the probe could not run), shown as name? in tables; NULL: rows before the column",
-       ATTEMPT, RAN),
     _c("device_name", str, "device model (e.g. NVIDIA H200) or CPU", EXECUTOR, required_by=ALL),
     _c("device_index", int, "CUDA device index as the run saw it (after CUDA_VISIBLE_DEVICES)", EXECUTOR),
     _c("device_uuid", str, "the GPU's UUID (NVML or torch): tells GPUs of one model apart", EXECUTOR),
@@ -140,12 +140,6 @@ _CONDITIONS = [  # read by NVML from the attempt's own GPU before, between and a
     _c("power_w", float, "median board power over the timed window", ATTEMPT, TIMED),
     _c("throttle", str, "every clock event reason seen over the timed window", ATTEMPT, TIMED),
 ]
-# issue 41 (the FlashAttention ladder): what a backend chose in its first call (backends/base.py Prepared.config)
-_KERNEL_CONFIG = [
-    _c("kernel_config", dict, "JSON launch config the backend chose in the first call (the triton ladder: tile "
-                              "sizes, warps, stages per kernel, how many candidates were timed; autotuning is "
-                              "cold-start cost); NULL for a backend that chooses none", ATTEMPT, RAN),
-]
 # issue 39.4-39.5 (ceilings a row cannot exceed; unrelated concurrent work): measure/peaks.py, measure/concurrency.py
 _CEILINGS_CONCURRENCY = [
     _c("sm_clock_max_mhz", float, "highest SM clock read over the timed window (NVML): the clock peak's clock",
@@ -166,6 +160,12 @@ _CEILINGS_CONCURRENCY = [
     _c("gpu_shared", bool, "1 when another process was on the attempt's GPU before or after it", ATTEMPT, RAN),
     _c("gpu_others_why", str, "why the process columns are empty or uncertain (CPU: no NVML; NVML error; another "
                               "PID namespace)", ATTEMPT, RAN),
+]
+# issue 41 (the FlashAttention ladder): what a backend chose in its first call (backends/base.py Prepared.config)
+_KERNEL_CONFIG = [
+    _c("kernel_config", dict, "JSON launch config the backend chose in the first call (the triton ladder: tile "
+                              "sizes, warps, stages per kernel, how many candidates were timed; autotuning is "
+                              "cold-start cost); NULL for a backend that chooses none", ATTEMPT, RAN),
 ]
 _WRITTEN = [_c("created_at", str, "UTC time the row was written", EXECUTOR, required_by=ALL)]
 

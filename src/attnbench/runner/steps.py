@@ -131,9 +131,9 @@ def probe(a: Attempt) -> None:
     a.probe = dispatch.probe(a.step, a.device, a.classifier, calls=PROBE_CALLS)
     a.res.update(a.probe.to_record())
     a.res["undeclared_share"] = dispatch.undeclared_share(a.expected(), a.probe, a.side())
-
-
     a.res["dispatch_checked"] = bool(a.expected()) and a.probe.status == "probed"  # issue 42.2
+
+
 def peak_memory(a: Attempt) -> None:
     a.res["peak_mem_bytes"] = memory.peak_bytes(a.step, a.device)
 
