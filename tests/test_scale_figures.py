@@ -33,6 +33,10 @@ def test_speedup_heatmaps_are_laid_out_without_constrained_layout_and_nothing_ov
             boxes = [ax.get_tightbbox(r) for ax in fig.axes if ax.get_visible()]
             legend, sup = fig.legends[0].get_window_extent(r), fig._suptitle.get_window_extent(r)
         assert len(boxes) == len(backends)  # the panels but the baseline's, and the colorbar
+        panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_subplotspec() is not None]
+        # the batches named once per row of panels, the length axis's name once per column
+        assert sum(bool(ax.get_ylabel()) for ax in panels) == (len(panels) + 2) // 3
+        assert sum(bool(ax.get_xlabel()) for ax in panels) == min(3, len(panels))
         W, H = fig.get_size_inches() * fig.dpi
         assert legend.x0 >= -1 and legend.x1 <= W + 1  # the legend's columns fit the figure's width
         for i, a in enumerate(boxes):
