@@ -376,7 +376,7 @@ def test_a_version_7_store_is_migrated_and_keeps_its_rows(tmp_path):
     assert s.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     rows = s.attempts()
     assert [r["decode_append"] for r in rows] == [None, "excluded"]
-    assert rows[1]["workload_key"] == Workload(**{k: rows[1][k] for k in dec.to_dict()} | {"causal": False}).key()
+    assert rows[1]["workload_key"] == Workload(**{k: rows[1][k] for k in dec.to_dict()} | {"causal": False, "fresh_inputs": False}).key()
     s.close()
 
 

@@ -386,7 +386,7 @@ def test_a_version_4_store_is_migrated_and_its_rows_read_with_no_window(tmp_path
     back = s.attempts()
     # the stored workload_key is still the key of the workload the row describes: resume finds it
     for r, want in zip(back, rows):
-        w = Workload(**{n: bool(r[n]) if n == "causal" else r[n] for n in NAMES})
+        w = Workload(**{n: bool(r[n]) if n in ("causal", "fresh_inputs") else r[n] for n in NAMES})
         assert w.window == 0 and w.lengths == "fixed" and w.page_size == 0 and w.key() == want["workload_key"]
     s.insert(make_row(5, window=0))
     assert len(s.attempts()) == 4

@@ -169,6 +169,9 @@ def test_json_or_number_damage_is_named_by_readers_and_left_out_by_export(cli, d
     con.commit()
     con.close()
     for argv in (["show", "--db", db], ["analyze", db]):  # a traceback before
+        if column == "samples_us":  # schema 11: readers take samples from the samples table written at insert
+            assert cli(*argv).rc == 0
+            continue
         refused(cli(*argv), f"row 2 (attempt_key 'key0001'), column {column}: {what}")
     out = tmp_path / "x.csv"
     res = cli("export", "--db", db, "--out", out)

@@ -86,6 +86,7 @@ OTHER_AXES: dict[str, str] = {
     "causal": "extra_supports()",
     "causal_align": "extra_supports()",
     "window": "extra_supports()",
+    "fresh_inputs": "every backend (a timing condition, as l2 is: measure/timing.py writes the new values)",
 }
 
 # The keywords that declared these before `accepts` (True: every value; False: the default only),

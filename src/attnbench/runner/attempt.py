@@ -55,7 +55,7 @@ STEPS: tuple[Step, ...] = (
     Step("recheck_gate", gates.rechecked),
     Step("confirm_cache", steps.confirm_cache, "recheck", when=gates.cache_suspected),
     Step("cache_gate", gates.not_from_cache),
-    Step("repeat_gate", gates.repeated_values, when=lambda a: a.w.fresh_inputs),  # issue 42.2
+    Step("repeat_gate", gates.repeated_values, when=gates.fresh_inputs_on),  # issue 42.2
     Step("counters", steps.counters, "counters", when=gates.counters_requested),  # issue 39: OK rows only
 )
 

@@ -291,6 +291,11 @@ def repeat_settled(passes: list[dict]) -> bool:
     return not passes[0]["cache"] or cache_settled(passes)
 
 
+def fresh_inputs_on(a) -> bool:
+    """Whether the attempt's timed calls saw fresh input values (the same-values comparison then runs)."""
+    return bool(a.w.fresh_inputs)
+
+
 def repeated_values(a) -> Decision | None:
     """IMPLAUSIBLE when, after fresh-input timing, CONFIRM_AGREE passes of the same-values comparison said cache:
     the timed path was REPEAT_RATIO x faster (median of paired ratios, rewritten values faster in REPEAT_SHARE of
