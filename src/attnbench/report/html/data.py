@@ -132,12 +132,15 @@ def cells(workloads: pd.DataFrame) -> list[tuple[int, int]]:
     return [(b, n) for b in sorted(workloads["batch"].unique()) for n in sorted(workloads["kv_len"].unique())]
 
 
-def _blank_status(data: SiteData, key: dict, wl: pd.DataFrame, backend: str) -> dict[tuple, tuple[str, str]]:
-    """(batch, length) -> (status, reason) of this backend's cells without an OK line in the slice."""
-    b = data.blanks[(data.blanks["label"] == key["label"]) & (data.blanks["device_name"] == key["device_name"])
-                    & (data.blanks["backend"] == backend)]
+def _blank_status(data: SiteData, key: dict, wl: pd.DataFrame) -> dict[str, dict[tuple, tuple[str, str]]]:
+    """backend -> (batch, length) -> (status, reason) of its cells without an OK line in the slice (the
+    slice's blanks cut once, not once per backend)."""
+    b = data.blanks[(data.blanks["label"] == key["label"]) & (data.blanks["device_name"] == key["device_name"])]
     b = b.merge(wl[["workload_key", *CELL]], on="workload_key")
-    return {(r.batch, r.kv_len): (r.status, r.reason or r.status) for r in b.itertuples(index=False)}
+    out: dict = {}
+    for r in b.itertuples(index=False):
+        out.setdefault(r.backend, {})[(r.batch, r.kv_len)] = (r.status, r.reason or r.status)
+    return out
 
 
 def speedup_frame(data: SiteData, key: dict, wl: pd.DataFrame) -> pd.DataFrame:
@@ -145,10 +148,12 @@ def speedup_frame(data: SiteData, key: dict, wl: pd.DataFrame) -> pd.DataFrame:
     own status, NO BASELINE when the baseline has no OK line there, NOT MEASURED outside the store's grid)."""
     lines = speedups(in_slice(data.lines, key), data.baseline, contest_columns(BY))
     measured = {(r.batch, r.kv_len) for r in wl.itertuples(index=False)}
-    out = []
+    out, blanks = [], _blank_status(data, key, wl)
+    have_of: dict = {}
+    for r in lines.itertuples(index=False):
+        have_of.setdefault(r.backend, {})[(r.batch, r.kv_len)] = r.speedup
     for backend in sorted(set(lines["backend"]) | set(_attempted(data, key, wl))):
-        have = {(r.batch, r.kv_len): r.speedup for r in lines[lines["backend"] == backend].itertuples(index=False)}
-        blank = _blank_status(data, key, wl, backend)
+        have, blank = have_of.get(backend, {}), blanks.get(backend, {})
         for c in cells(wl):
             speedup, status = None, NOT_MEASURED
             if c in measured and c in have:
