@@ -6,7 +6,7 @@ import json
 
 from ..measure import counters_bound
 from ..record.counters import COUNTER_COLUMNS, COUNTERS, CountersError, finish  # noqa: F401  (io.py reads them here)
-from .db import reading, table_columns, utcnow
+from .db import table_columns, table_rows, utcnow
 
 TABLE = COUNTERS.name
 NAMES = COUNTERS.names
@@ -59,20 +59,7 @@ def insert(con, row: dict, replace: bool = False) -> bool:
 
 def rows(con, where: str = "", params: tuple = ()) -> list[dict]:
     """Rows as dicts (JSON decoded), in insertion order; [] when the table does not exist."""
-    have = table_columns(con, TABLE)
-    if not have:
-        return []
-    names = [n for n in NAMES if n in have]
-    with reading(con, TABLE):
-        fetched = con.execute(f"SELECT {','.join(names)} FROM {TABLE} {where} ORDER BY rowid", params).fetchall()
-    out = []
-    for r in fetched:
-        d = dict.fromkeys(NAMES) | dict(zip(names, r))
-        for n in JSON_NAMES:
-            if isinstance(d[n], str):
-                d[n] = json.loads(d[n])
-        out.append(d)
-    return out
+    return table_rows(con, COUNTERS, where, params)
 
 
 def keys(con, readable_only: bool = True) -> set[str]:

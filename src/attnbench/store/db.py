@@ -54,6 +54,26 @@ def reading(con, table: str, path=None):
         raise DamagedText(damage.describe(path, table, found), found) from None
 
 
+def table_rows(con, table, where: str = "", params: tuple = ()) -> list[dict]:
+    """The rows of a record table (record.Table) as dicts over its columns, JSON decoded, in insertion order; []
+    when the table does not exist; a column an older table lacks reads None; damaged text is named (reading)."""
+    have = table_columns(con, table.name)
+    if not have:
+        return []
+    names = [n for n in table.names if n in have]
+    with reading(con, table.name):
+        fetched = con.execute(f"SELECT {','.join(names)} FROM {table.name} {where} ORDER BY rowid", params).fetchall()
+    json_names = table.json_names
+    out = []
+    for r in fetched:
+        d = dict.fromkeys(table.names) | dict(zip(names, r))
+        for n in json_names:
+            if isinstance(d[n], str):
+                d[n] = json.loads(d[n])
+        out.append(d)
+    return out
+
+
 def open_readonly(path: Path) -> sqlite3.Connection:
     """A connection that never writes, not even WAL files, so a store in a read-only place can be read."""
     uri = "file:" + quote(str(Path(path).resolve()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from ..record import MODEL_STEPS, Status
-from .db import reading, table_columns
+from .db import table_columns, table_rows
 
 TABLE = MODEL_STEPS.name
 COLUMNS = MODEL_STEPS.columns
@@ -52,20 +52,7 @@ def insert(con, row: dict) -> bool:
 
 def rows(con, where: str = "", params: tuple = ()) -> list[dict]:
     """Rows as dicts (JSON decoded), in insertion order; [] when the table does not exist."""
-    have = table_columns(con, TABLE)  # a read-only store's older table: the columns added since read NULL
-    if not have:
-        return []
-    names = [n for n in NAMES if n in have]
-    with reading(con, TABLE):  # damaged text: named by row and column
-        fetched = con.execute(f"SELECT {','.join(names)} FROM {TABLE} {where} ORDER BY rowid", params).fetchall()
-    out = []
-    for r in fetched:
-        d = dict.fromkeys(NAMES) | dict(zip(names, r))
-        for n in JSON_NAMES:
-            if isinstance(d[n], str):
-                d[n] = json.loads(d[n])
-        out.append(d)
-    return out
+    return table_rows(con, MODEL_STEPS, where, params)
 
 
 def keys(con) -> set[str]:
