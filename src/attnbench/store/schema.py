@@ -83,6 +83,20 @@ def _statuses(c) -> str:
     return ", ".join(f"**{s.value}**" if s in c.required_by else s.value for s in Status if s in c.carried_by)
 
 
+def _table(columns, origin: bool = False, statuses: bool = False) -> list[str]:
+    """A Markdown table of record columns: name, type, meaning, and where asked, `from` and the statuses."""
+    heads = ["column", "type", "meaning"] + ["from"] * origin + ["statuses"] * statuses
+    out = ["| " + " | ".join(heads) + " |", "| " + " | ".join("---" for _ in heads) + " |"]
+    for c in columns:
+        cells = [f"`{c.name}`", c.sql, c.doc] + [c.origin] * origin + [_statuses(c)] * statuses
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def _section(table, intro: str, origin: bool = False, statuses: bool = False) -> list[str]:
+    return ["", f"## {table.name}", "", intro, "", *_table(table.columns, origin, statuses)]
+
+
 def markdown() -> str:
     """The schema as the Markdown tables of docs/schema.md."""
     lines = [f"# Store schema (version {SCHEMA_VERSION})", "",
@@ -92,29 +106,20 @@ def markdown() -> str:
              "provenance), the executor that ran the attempt, the attempt inside its worker, or `derived` "
              "from other columns. `statuses` lists the statuses whose rows may hold a value (others leave it "
              "NULL); **bold** ones must.", "",
-             "## attempts", "", "| column | type | meaning | from | statuses |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} | {_statuses(c)} |" for c in COLUMNS]
+             "## attempts", ""]
+    lines += _table(COLUMNS, origin=True, statuses=True)
     lines += ["", "## runs", "", "| column | type | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{c}` | {t.split()[0]} | {d} |" for c, t, d in RUN_COLUMNS]
-    lines += ["", f"## {MODEL_STEPS.name}", "",
-              "One row per decoder step × backend of `attnbench model` (a model step, the second job type; "
-              "`from`: `step` is measured inside the worker, model/step.py); `attnbench export --table "
-              f"{MODEL_STEPS.name}` writes these columns.", "",
-              "| column | type | meaning | from | statuses |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} | {_statuses(c)} |" for c in MODEL_STEPS.columns]
-    lines += ["", f"## {COUNTERS.name}", "",  # issue 39
-              "One row per OK attempt whose step was replayed under a collector (`run --counters`, `attnbench "
-              "explain`; docs/method/counters.md), keyed by `attempt_key`; `from`: `counters` is read by the "
-              "collector, `derived` from it and the attempt's row; a row with a `note` holds no number. `attnbench "
-              f"export --table {COUNTERS.name}` writes these columns.", "",
-              "| column | type | meaning | from |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{c.name}` | {c.sql} | {c.doc} | {c.origin} |" for c in COUNTERS.columns]
-    lines += ["", f"## {SELFTESTS.name}", "",  # issue 42.1
-              "One row per `attnbench selftest --db STORE` (made by its first one; docs/usage.md), keyed by "
-              "`selftest_id`: the verdict of each class of misbehaving kernel on one device. The report's "
-              "methodology page shows the last one per device.", "",
-              "| column | type | meaning |", "| --- | --- | --- |"]
-    lines += [f"| `{c.name}` | {c.sql} | {c.doc} |" for c in SELFTESTS.columns]
+    lines += _section(MODEL_STEPS, "One row per decoder step × backend of `attnbench model` (a model step, the second "
+                      "job type; `from`: `step` is measured inside the worker, model/step.py); `attnbench export --table "
+                      f"{MODEL_STEPS.name}` writes these columns.", origin=True, statuses=True)
+    lines += _section(COUNTERS, "One row per OK attempt whose step was replayed under a collector (`run --counters`, "  # issue 39
+                      "`attnbench explain`; docs/method/counters.md), keyed by `attempt_key`; `from`: `counters` is read "
+                      "by the collector, `derived` from it and the attempt's row; a row with a `note` holds no number. "
+                      f"`attnbench export --table {COUNTERS.name}` writes these columns.", origin=True)
+    lines += _section(SELFTESTS, "One row per `attnbench selftest --db STORE` (made by its first one; docs/usage.md), "  # issue 42.1
+                      "keyed by `selftest_id`: the verdict of each class of misbehaving kernel on one device. The "
+                      "report's methodology page shows the last one per device.")
     lines += ["", "## samples", "", "Each attempt row's `samples_us` as numbers, written with the row (schema 11; an older "
               "store's filled when it is opened for writing): `attempt_key`, `n` (how many), `q05`, `q50`, `q95`, "
               "`q99` (their quantiles, linear interpolation) and `data` (the samples as little-endian float64 bytes). "
