@@ -19,6 +19,18 @@ def mm(a, b, UPCAST: tl.constexpr):
         return tl.dot(a, b)
 
 
+@triton.jit
+def softmax_step(s, m_i, l_i):
+    """One KV block's online-softmax step on base-2 logits `s`: the block's probabilities against the new running
+    maximum, the factor that rescales what was accumulated, the new maximum and the new row sum (a row that has
+    seen no key yet has nothing to subtract)."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(s - m_use[:, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+
+
 def upcast(t) -> bool:
     """The UPCAST flag of mm() for operands of t's dtype."""
     import torch

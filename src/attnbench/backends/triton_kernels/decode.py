@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import LOG2E, launch_options, mm, upcast
+from .common import LOG2E, launch_options, mm, softmax_step, upcast
 
 
 @triton.jit
@@ -48,11 +48,7 @@ def tri_dec_split(Q, K, V, TABLE, PART_O, PART_L, qk_scale,
         kT = tl.load(K + hk * skh + k_row[None, :] + offs_d[:, None] * skd, mask=live[None, :], other=0.0)
         v = tl.load(V + hk * svh + v_row[:, None] + offs_dv[None, :] * svd, mask=live[:, None], other=0.0)
         s = tl.where(live[None, :], mm(q, kT, UPCAST) * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        p, alpha, m_new, l_i = softmax_step(s, m_i, l_i)
         acc = acc * alpha[:, None] + mm(p.to(v.dtype), v, UPCAST)
         m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)

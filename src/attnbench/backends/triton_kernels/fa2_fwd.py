@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import LOG2E, launch_options, mm, upcast
+from .common import LOG2E, launch_options, mm, softmax_step, upcast
 
 
 @triton.jit
@@ -28,11 +28,7 @@ def _kv_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, NKV, CA
         if CAUSAL:
             keep = keep & (kv_idx[None, :] <= offs_m[:, None] + CAUSAL_OFF)
         s = tl.where(keep, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: nothing to subtract
-    p = tl.math.exp2(s - m_use[:, None])
-    alpha = tl.math.exp2(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 1)
+    p, alpha, m_new, l_i = softmax_step(s, m_i, l_i)
     if MASKED:
         v = tl.load(v_ptrs + start_n * svn, mask=kv_idx[:, None] < NKV, other=0.0)
     else:

@@ -9,13 +9,12 @@ before the PV product and divided back, O written in the step's dtype. The quant
 step: a 16-bit caller pays it."""
 from __future__ import annotations
 
-import math
 
 import torch
 import triton
 import triton.language as tl
 
-from .common import LOG2E, launch_options, mm
+from .common import LOG2E, launch_options, mm, softmax_step
 
 QBLOCK = 128  # rows per scale
 FP8_MAX = 448.0
@@ -104,11 +103,7 @@ def tri_fp8_fwd(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sob, soh, son, sod,
         if CAUSAL:
             keep = keep & (kv[None, :] <= offs_m[:, None] + CAUSAL_OFF)
         s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        p, alpha, m_new, l_i = softmax_step(s, m_i, l_i)
         p8 = to_e4m3(p * 448.0, vT.dtype, UPCAST)  # P quantised: e4m3 of P·448, divided back with V's scale
         acc = acc * alpha[:, None] + mm(p8, tl.trans(vT), UPCAST) * (v_scale / 448.0)
         m_i = m_new

@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import LOG2E, mm, upcast
+from .common import LOG2E, mm, softmax_step, upcast
 
 
 @triton.jit
@@ -55,11 +55,7 @@ def _hop_tile(q_desc, k_desc, v_desc, o_desc, LSE, b, h, hk, pid_m, NQ, NKV, CAU
         if CAUSAL:
             keep = keep & (kv[None, :] <= offs_m[:, None] + CAUSAL_OFF)
         s = tl.where(keep, mm(q, tl.trans(k), UPCAST) * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        p, alpha, m_new, l_i = softmax_step(s, m_i, l_i)
         acc = acc * alpha[:, None] + mm(p.to(v.dtype), v, UPCAST)
         m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
