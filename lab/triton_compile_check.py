@@ -69,7 +69,9 @@ def cases(quick: bool):
               "O": "*bf16", "qk_scale": "fp32"}
         for cfg in fp8_step.CUDA[d]:
             for per_tensor, o_fp8 in ((False, False), (True, True)):
-                yield f"fp8_fwd D{d} per_tensor={per_tensor}", fp8.tri_fp8_fwd, {**f8, "O": "*fp8e4nv"} if o_fp8 else f8, \
+                fn = fp8.tri_fp8_fwd_tma if cfg.get("TMA") else fp8.tri_fp8_fwd  # v2 (TMA) or v1
+                yield f"fp8_fwd{'_tma' if cfg.get('TMA') else ''} D{d} per_tensor={per_tensor}", fn, \
+                    {**f8, "O": "*fp8e4nv"} if o_fp8 else f8, \
                     dict(CAUSAL=True, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], QB=fp8.QBLOCK, HEAD_D=d,
                          HEAD_DV=d, PER_TENSOR=per_tensor, O_FP8=o_fp8, UPCAST=False), cfg
         for had, tr in ((True, False), (False, True)):
