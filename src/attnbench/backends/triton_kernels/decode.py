@@ -3,7 +3,8 @@
 GQA-aware: one program per (batch, KV head, split) takes the group's query heads as the rows of one matmul, so
 K/V are read once per group, not once per query head. The cache is contiguous (B, Hkv, N, D) in either layout, or
 paged (num_pages, page_size, Hkv, D) through a page table (B, pages_per_seq). Buffers are allocated once per
-attempt and nothing synchronises the host, so the two launches can be captured in a CUDA graph."""
+attempt, every launch argument is computed once (plan) and nothing synchronises the host, so the two launches
+can be captured in a CUDA graph and an eager step costs the host two launches only."""
 from __future__ import annotations
 
 import torch
@@ -11,6 +12,7 @@ import triton
 import triton.language as tl
 
 from .common import LOG2E, launch_options, mm, softmax_step, upcast
+from .launch import Launch
 
 
 @triton.jit
@@ -80,9 +82,13 @@ def tri_dec_reduce(PART_O, PART_L, O, sob, soh, sod, HQ, NSPLIT,
     tl.store(O + b * sob + h * soh + offs_dv * sod, o.to(O.dtype.element_ty))
 
 
-def splits_for(batch: int, kv_heads: int, n_vis: int, block_n: int, sms: int) -> int:
-    """Enough splits for about two programs per SM, none shorter than one KV block."""
-    want = max(1, -(-2 * sms // max(1, batch * kv_heads)))
+def splits_for(batch: int, kv_heads: int, n_vis: int, block_n: int, sms: int, per_sm: int = 2,
+               fill: str = "over") -> int:
+    """Splits per (batch, KV head), none shorter than one KV block. fill "over" (v1): at least `per_sm`
+    programs per SM (B8 Hkv8 on 132 SMs: 5 splits, 320 programs, 56 SMs with 3 where the rest have 2);
+    "under": at most that many (4 splits, 256 programs: no SM with more than 2, the bytes per SM within 3 %)."""
+    pairs = max(1, batch * kv_heads)
+    want = -(-per_sm * sms // pairs) if fill == "over" else per_sm * sms // pairs
     return max(1, min(want, -(-n_vis // block_n)))
 
 
@@ -91,9 +97,11 @@ def buffers(batch: int, q_heads: int, nsplit: int, dv: int, device) -> tuple:
     return part_o, torch.empty(batch * q_heads * nsplit, device=device, dtype=torch.float32)
 
 
-def forward(q, k, v, o, table, page: int, n_vis: int, scale: float, nsplit: int, bufs, cfg: dict) -> None:
-    """q (B, Hq, 1, D) and o (B, Hq, 1, Dv) views; k, v (B, Hkv, N, D) views, or pages (P, page, Hkv, D) with
-    `table` (B, pages_per_seq) when paged."""
+def plan(q, k, v, o, table, page: int, n_vis: int, scale: float, nsplit: int, bufs, cfg: dict,
+         fast: bool = False) -> tuple[Launch, Launch]:
+    """The split and the reduction launches, every argument computed here once. q (B, Hq, 1, D) and o (B, Hq, 1,
+    Dv) views; k, v (B, Hkv, N, D) views, or pages (P, page, Hkv, D) with `table` (B, pages_per_seq) when paged.
+    `fast`: launched past the JIT after their first call (launch.Launch)."""
     B, HQ, _, D = q.shape
     paged = table is not None
     HKV = k.shape[2] if paged else k.shape[1]
@@ -109,9 +117,11 @@ def forward(q, k, v, o, table, page: int, n_vis: int, scale: float, nsplit: int,
     else:
         ks, vs, ts = k.stride(), v.stride(), (0, 0)
     qs = (q.stride(0), q.stride(1), q.stride(3))
-    tri_dec_split[(nsplit, B * HKV)](q, k, v, table if paged else q, part_o, part_l, scale * LOG2E, *qs, *ks, *vs,
-                                     *ts, HQ, HKV, group, n_vis, chunk, nsplit, page, PAGED=paged,
-                                     BLOCK_H=max(16, triton.next_power_of_2(group)), BLOCK_N=bn, HEAD_D=D,
-                                     HEAD_DV=DV, UPCAST=upcast(q), **launch_options(cfg))
-    tri_dec_reduce[(B * HQ,)](part_o, part_l, o, o.stride(0), o.stride(1), o.stride(3), HQ, nsplit,
-                              BLOCK_S=max(2, triton.next_power_of_2(nsplit)), HEAD_DV=DV, num_warps=4)
+    split = Launch(tri_dec_split, (nsplit, B * HKV),
+                   (q, k, v, table if paged else q, part_o, part_l, scale * LOG2E, *qs, *ks, *vs, *ts, HQ, HKV, group,
+                    n_vis, chunk, nsplit, page),
+                   dict(PAGED=paged, BLOCK_H=max(16, triton.next_power_of_2(group)), BLOCK_N=bn, HEAD_D=D, HEAD_DV=DV,
+                        UPCAST=upcast(q), **launch_options(cfg)), fast)
+    reduce = Launch(tri_dec_reduce, (B * HQ,), (part_o, part_l, o, o.stride(0), o.stride(1), o.stride(3), HQ, nsplit),
+                    dict(BLOCK_S=max(2, triton.next_power_of_2(nsplit)), HEAD_DV=DV, num_warps=4), fast)
+    return split, reduce

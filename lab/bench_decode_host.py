@@ -1,0 +1,175 @@
+"""Host cost of one triton-decode step (issue 41's eager KV4k row): Triton's JIT launch against the bound launch (backends/triton_kernels/launch.py).
+
+  python3 lab/bench_decode_host.py [--calls 2000] [--kv 4096] [--batch 8]     (TRITON_INTERPRET must not be set)
+
+Without a GPU (this is what it is for): Triton's driver is replaced by one whose launcher is CudaLauncher with its C
+launch swapped for a function that does nothing, and the two kernels are compiled for sm_90 by the JIT itself
+(its own specialisation of these arguments), so every line of Python a launch runs is timed, and no launch.
+Three ways of making the step's two launches, per call on B8 Hq32 Hkv8 D128 bf16 tensors (CPU memory, never read):
+  v1      the step as it was: strides and options computed, then kernel[grid](...) twice (the JIT binds,
+          specialises, keys its cache, builds launch metadata, calls the launcher's Python) inside named.run;
+  jit     the same launches with every argument computed once (only the JIT's own cost left);
+  direct  the bound launches (Launch with fast=True): the current stream read, the C launch called.
+The C launch itself (argument parsing, cuPointerGetAttribute per tensor on the JIT path, cuLaunchKernelEx) is not
+in these figures: on a GPU it adds a few microseconds per launch to each way (a little more to v1 and jit, whose
+launcher reads each tensor's address and checks it).
+With a GPU: the real launcher; host microseconds per step (calls issued back to back, then one synchronisation)
+and device-event microseconds per step for v1 and direct."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from types import SimpleNamespace
+
+import torch
+import triton
+
+from attnbench.backends.triton_kernels import decode, named
+from attnbench.backends.triton_kernels.common import LOG2E, launch_options, upcast
+
+CFG = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+CALLS: list = []
+
+
+def v1_forward(q, k, v, o, table, page, n_vis, scale, nsplit, bufs, cfg) -> None:
+    """decode.forward as of commit a5013bc (the step's per-call work then), contiguous cache only."""
+    B, HQ, _, D = q.shape
+    HKV = k.shape[1]
+    DV = v.shape[3]
+    group = HQ // HKV
+    bn = cfg["BLOCK_N"]
+    chunk = -(-(-(-n_vis // nsplit)) // bn) * bn
+    part_o, part_l = bufs
+    ks, vs, ts = k.stride(), v.stride(), (0, 0)
+    qs = (q.stride(0), q.stride(1), q.stride(3))
+    decode.tri_dec_split[(nsplit, B * HKV)](q, k, v, q, part_o, part_l, scale * LOG2E, *qs, *ks, *vs, *ts, HQ, HKV,
+                                            group, n_vis, chunk, nsplit, page, PAGED=False,
+                                            BLOCK_H=max(16, triton.next_power_of_2(group)), BLOCK_N=bn, HEAD_D=D,
+                                            HEAD_DV=DV, UPCAST=upcast(q), **launch_options(cfg))
+    decode.tri_dec_reduce[(B * HQ,)](part_o, part_l, o, o.stride(0), o.stride(1), o.stride(3), HQ, nsplit,
+                                     BLOCK_S=max(2, triton.next_power_of_2(nsplit)), HEAD_DV=DV, num_warps=4)
+
+
+def fake_driver():
+    """Triton's active driver for an sm_90 target without a GPU: kernels compile, launches do nothing."""
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    def launch(*args):  # stands for the launcher's C function
+        CALLS.append(args) if RECORD else None
+
+    class NoLaunch(CudaLauncher):
+        def __init__(self, src, metadata):  # CudaLauncher's attributes without compiling its C module
+            self.num_ctas = getattr(metadata, "num_ctas", 1)
+            self.launch = launch
+            self.global_scratch_size = metadata.global_scratch_size
+            self.global_scratch_align = metadata.global_scratch_align
+            self.profile_scratch_size = metadata.profile_scratch_size
+            self.profile_scratch_align = metadata.profile_scratch_align
+            self.launch_cooperative_grid = metadata.launch_cooperative_grid
+            self.launch_pdl = metadata.launch_pdl
+
+    return SimpleNamespace(
+        utils=SimpleNamespace(load_binary=lambda name, kernel, shared, device: (1, 2, 64, 0, 1024),
+                              get_device_properties=lambda device: {"max_shared_mem": 232448}),
+        launcher_cls=NoLaunch, get_current_device=lambda: 0, get_current_stream=lambda index: 7,
+        get_current_target=lambda: GPUTarget("cuda", 90, 32), get_active_torch_device=lambda: torch.device("cpu"))
+
+
+RECORD = False
+
+
+class _OnCuda:
+    """What named.run reads of `like` on CUDA (its device), for the v1 path on CPU tensors."""
+
+    device = torch.device("cuda", 0)
+
+
+def tensors(batch: int, kv: int, device: str):
+    hq, hkv, d = 32, 8, 128
+    q = torch.randn(batch, hq, 1, d, device=device, dtype=torch.bfloat16)
+    k = torch.randn(batch, hkv, kv, d, device=device, dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    return q, k, v, torch.empty_like(q)
+
+
+def per_call_us(fn, calls: int, sync=None) -> float:
+    best = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        if sync:
+            sync()
+        best.append((time.perf_counter() - t0) / calls * 1e6)
+    return min(best)
+
+
+def main() -> int:
+    global RECORD
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--kv", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=8)
+    args = ap.parse_args()
+    gpu = torch.cuda.is_available()
+    if not gpu:
+        from triton.runtime import driver
+
+        driver.set_active(fake_driver())
+    dev = "cuda" if gpu else "cpu"
+    q, k, v, o = tensors(args.batch, args.kv, dev)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if gpu else 132
+    ns = decode.splits_for(args.batch, 8, args.kv, CFG["BLOCK_N"], sms, 2, "under")
+    bufs = decode.buffers(args.batch, 32, ns, 128, dev)
+    scale = 128 ** -0.5
+    like = q if gpu else _OnCuda()
+
+    def v1():
+        named.run("tri_dec_fwd", lambda: v1_forward(q, k, v, o, None, 0, args.kv, scale, ns, bufs, CFG), like)
+
+    jit = decode.plan(q, k, v, o, None, 0, args.kv, scale, ns, bufs, CFG, fast=False)
+    direct = decode.plan(q, k, v, o, None, 0, args.kv, scale, ns, bufs, CFG, fast=True)
+    ways = {"v1": v1, "jit": lambda: (jit[0](), jit[1]()), "direct": lambda: (direct[0](), direct[1]())}
+    for f in ways.values():  # compile, load, bind
+        f()
+        f()
+    assert all(x.direct for x in direct) and not any(x.direct for x in jit), "the direct path was not taken"
+    if not gpu:  # the direct launches hand the launcher what the JIT hands it
+        RECORD = True
+        CALLS.clear()
+        ways["jit"]()
+        ways["direct"]()
+        RECORD = False
+        addr = lambda a: a.data_ptr() if hasattr(a, "data_ptr") else a  # noqa: E731
+        for j, d in ((CALLS[0], CALLS[2]), (CALLS[1], CALLS[3])):
+            same = [addr(x) for x in j[:9] + j[13:]] == [addr(x) for x in d[:9] + d[13:]] and j[9] == d[9]
+            assert same, "direct launch arguments differ from the JIT's"
+        print("direct launches pass the launcher the JIT's arguments (grid, stream, function, metadata, every "
+              "kernel argument)")
+    sync = torch.cuda.synchronize if gpu else None
+    where = "H200" if gpu else "CPU host, launcher's C call replaced by a no-op"
+    print(f"B{args.batch} Hq32 Hkv8 KV{args.kv} D128 bf16, {ns} splits; host us per step (two launches), {where}:")
+    for name, f in ways.items():
+        print(f"  {name:7s} {per_call_us(f, args.calls, sync):8.2f}")
+    if gpu:
+        for name in ("v1", "direct"):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            out = []
+            for _ in range(20):
+                a.record()
+                for _ in range(50):
+                    ways[name]()
+                b.record()
+                b.synchronize()
+                out.append(a.elapsed_time(b) * 1e3 / 50)
+            kv_bytes = 2 * k.numel() * k.element_size()
+            us = statistics.median(out)
+            print(f"  eager events {name:7s} {us:8.2f} us per step, {kv_bytes / us / 1e6:.2f} TB/s of K+V")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
