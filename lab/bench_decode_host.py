@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import torch
 import triton
 
-from attnbench.backends.triton_kernels import decode, named
+from attnbench.backends.triton_kernels import decode, decode_step, named
 from attnbench.backends.triton_kernels.common import LOG2E, launch_options, upcast
 
 CFG = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
@@ -107,6 +107,32 @@ def per_call_us(fn, calls: int, sync=None) -> float:
     return min(best)
 
 
+def candidates(q, k, v, o, args, sms: int, dev: str) -> None:
+    """Each of triton-decode's CUDA candidates at this shape, compiled by the JIT as a step compiles it (its own
+    specialisation: unit strides constant, 16-byte alignment): splits, programs per SM, shared memory per program,
+    how many programs fit an SM by shared memory (227 KiB), whether loads are pipelined (cp.async)."""
+    print(f"candidates at B{args.batch} KV{args.kv} on {sms} SMs (the split kernel as compiled for sm_90):")
+    for cfg in decode_step.CUDA:
+        ns = decode.splits_for(args.batch, 8, args.kv, cfg["BLOCK_N"], sms, cfg["per_sm"], cfg["fill"])
+        split, reduce = decode.plan(q, k, v, o, None, 0, args.kv, 128 ** -0.5, ns,
+                                    decode.buffers(args.batch, 32, ns, 128, dev), cfg, fast=True)
+        split()
+        reduce()
+        kern = split.kernel
+        ptx = kern.asm.get("ptx", "")
+        smem = kern.metadata.shared
+        progs = ns * args.batch * 8
+        print(f"  {str(cfg):80s} splits {ns:2d} programs {progs:4d} (at most {-(-progs // sms)} per SM) "
+              f"smem {smem / 1024:5.1f} KiB ({232448 // max(smem, 1)} fit an SM) "
+              f"{'cp.async' if 'cp.async' in ptx else 'no cp.async'} "
+              f"{'mma.sync' if 'mma.sync' in ptx else 'wgmma' if 'wgmma' in ptx else 'no mma'}"
+              + (f" regs {kern.n_regs}" if gpu_regs(kern) else ""))
+
+
+def gpu_regs(kern) -> bool:
+    return torch.cuda.is_available() and getattr(kern, "n_regs", None) is not None
+
+
 def main() -> int:
     global RECORD
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -149,6 +175,7 @@ def main() -> int:
             assert same, "direct launch arguments differ from the JIT's"
         print("direct launches pass the launcher the JIT's arguments (grid, stream, function, metadata, every "
               "kernel argument)")
+    candidates(q, k, v, o, args, sms, dev)
     sync = torch.cuda.synchronize if gpu else None
     where = "H200" if gpu else "CPU host, launcher's C call replaced by a no-op"
     print(f"B{args.batch} Hq32 Hkv8 KV{args.kv} D128 bf16, {ns} splits; host us per step (two launches), {where}:")

@@ -20,13 +20,14 @@ class Launch:
         self.fn, self.args, self.kwargs, self.fast = fn, tuple(args), dict(kwargs), fast
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.direct = False  # whether calls now bypass the JIT (said by tests and the host-cost benchmark)
+        self.kernel = None  # the CompiledKernel of the first call (its metadata: shared memory, PTX)
         self._call = self._through_jit
 
     def __call__(self) -> None:
         self._call()
 
     def _through_jit(self) -> None:
-        kernel = self.fn[self.grid](*self.args, **self.kwargs)
+        kernel = self.kernel = self.fn[self.grid](*self.args, **self.kwargs)
         if self.fast:
             bound = direct_call(kernel, self.fn, self.grid, self.args, self.kwargs)
             if bound is not None:
