@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 
 import triton
@@ -23,9 +27,33 @@ def signature(fn, types: dict, consts: dict) -> dict:
     return {n: "constexpr" if n in consts else types.get(n, "i32") for n in inspect.signature(fn.fn).parameters}
 
 
+# What Triton's launcher specialises at the anchor shapes (contiguous BHND or BNHD views, N and heads multiples of
+# 16): an integer argument equal to 1 (the unit stride along D) becomes a constant, pointers and the other strides and
+# sizes are known divisible by 16. Without this the check compiles a kernel the GPU never runs (scalar address
+# arithmetic over a runtime stride, unvectorised loads: registers and spills overstated).
+UNIT = {"sqd", "skd", "svd", "sdd", "sod", "skgd", "svgd", "sgd"}
+DIVISIBLE = {"NQ", "NKV", "HQ"}
+
+
+def launch_like(fn, types: dict, consts: dict) -> tuple[dict, dict]:
+    """(constexprs, attrs) as the launcher would make them for the anchor shapes."""
+    names = list(inspect.signature(fn.fn).parameters)
+    consts = {**consts, **{n: 1 for n in names if n in UNIT and n not in consts}}
+    attrs = {}
+    for i, n in enumerate(names):
+        if n in consts:
+            continue
+        t = types.get(n, "i32")
+        if t.startswith("*") or (t == "i32" and (n in DIVISIBLE or (n[0] == "s" and len(n) in (3, 4, 5)))):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    return consts, attrs
+
+
 def compile_one(fn, types, consts, cfg, arch) -> tuple[str, str]:
-    src = ASTSource(fn=fn, signature=signature(fn, types, consts), constexprs=consts)
-    opts = {"num_warps": cfg.get("num_warps", 4), "num_stages": cfg.get("num_stages", 2)}
+    consts, attrs = launch_like(fn, types, consts)
+    src = ASTSource(fn=fn, signature=signature(fn, types, consts), constexprs=consts, attrs=attrs)
+    opts = {"num_warps": cfg.get("num_warps", 4), "num_stages": cfg.get("num_stages", 2),
+            **({"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {})}
     try:
         k = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
     except Exception as e:  # the compiler's refusal, said in its last line
@@ -35,8 +63,21 @@ def compile_one(fn, types, consts, cfg, arch) -> tuple[str, str]:
     mma = "wgmma" if "wgmma.mma_async" in ptx else "mma" if "mma.sync" in ptx else "no-mma"
     smem = k.metadata.shared
     over = smem > SMEM.get(arch, 232448)
-    spills = getattr(k, "n_spills", None)
-    return ("OVER-SMEM" if over else "ok"), f"{mma} smem {smem // 1024} KiB regs {getattr(k, 'n_regs', '?')} spills {spills}"
+    return ("OVER-SMEM" if over else "ok"), f"{mma} smem {smem // 1024} KiB {resources(k.asm.get('cubin'))}"
+
+
+def resources(cubin) -> str:
+    """Registers per thread and spill stack (bytes) of the compiled kernel, read from its cubin by Triton's cuobjdump
+    (n_regs and n_spills are set only when a kernel is loaded on a GPU)."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not cubin or not os.path.exists(tool):
+        return "regs ? stack ?"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+) STACK:(\d+)", out)
+    return f"regs {m.group(1)} stack {m.group(2)} B" if m else "regs ? stack ?"
 
 
 def cases(quick: bool):
@@ -61,10 +102,13 @@ def cases(quick: bool):
             yield f"fa1_fwd D{d}", fa1.tri_fa1_fwd, {**bf, "ACC": "*fp32", "M": "*fp32", "L": "*fp32"}, dict(
                 CAUSAL=True, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], HEAD_D=d, HEAD_DV=d, UPCAST=False), cfg
         for _, feats, _ in HOPPER:
-            for cfg in prefill.hopper_candidates(_Cuda, d, feats):
-                yield f"hop_fwd D{d} {sorted(k for k in feats if feats[k])}", hopper.tri_hop_fwd, bf, dict(
-                    CAUSAL=True, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], HEAD_D=d, HEAD_DV=d,
-                    WS=bool(feats.get("ws")), PERSISTENT=bool(feats.get("persistent")), UPCAST=False), cfg
+            for cfg, causal in ((c, x) for c in prefill.hopper_candidates(_Cuda, d, feats)
+                                for x in ((True, False) if feats.get("tune") else (True,))):
+                name = f"hop_fwd D{d} causal={causal} {sorted(k for k in feats if feats[k])}"
+                yield name, hopper.tri_hop_fwd, bf, dict(
+                    CAUSAL=causal, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], HEAD_D=d, HEAD_DV=d,
+                    WS=bool(feats.get("ws")), PERSISTENT=bool(cfg.get("PERSISTENT", feats.get("persistent"))),
+                    SPLIT=bool(cfg.get("SPLIT")), UPCAST=False), cfg
         f8 = {"Q8": "*fp8e4nv", "K8": "*fp8e4nv", "VT8": "*fp8e4nv", "SQ": "*fp32", "SK": "*fp32", "SV": "*fp32",
               "O": "*bf16", "qk_scale": "fp32"}
         for cfg in fp8_step.CUDA[d]:

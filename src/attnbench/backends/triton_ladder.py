@@ -158,6 +158,10 @@ HOPPER_VARIANTS = (
     ("triton-hopper-ws", {"tma": True, "ws": True}, "+ warp specialisation as asked of the compiler (Triton 3.6 "
      "applies it on Blackwell only: on sm_90 the same kernel as -base, a control)"),
     ("triton-hopper-ws-pipe", {"tma": True, "ws": True, "pipe": True}, "+ warp specialisation + 3-stage pipeline"),
-    ("triton-hopper", {"tma": True, "ws": True, "pipe": True, "persistent": True},
+    ("triton-hopper-persistent", {"tma": True, "ws": True, "pipe": True, "persistent": True},
      "+ warp specialisation + deeper pipeline + persistent tiles (heaviest first)"),
+    # the flagship: the fastest of the rung's schedules (persistent or not, tile, stages, split query tile, two
+    # programs per SM), chosen at cold start; the row's kernel_config says which ran
+    ("triton-hopper", {"tma": True, "ws": True, "pipe": True, "tune": True},
+     "the fastest of the rung's schedules, tuned at cold start (persistent or not, split query tile or not)"),
 )

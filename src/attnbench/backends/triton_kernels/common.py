@@ -20,6 +20,15 @@ def mm(a, b, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def mma(a, b, acc, UPCAST: tl.constexpr):
+    """acc + a @ b in the MMA's own accumulator (wgmma accumulates in place: no separate add of the product)."""
+    if UPCAST:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        return tl.dot(a, b, acc)
+
+
+@triton.jit
 def softmax_step(s, m_i, l_i):
     """One KV block's online-softmax step on base-2 logits `s`: the block's probabilities against the new running
     maximum, the factor that rescales what was accumulated, the new maximum and the new row sum (a row that has

@@ -21,7 +21,11 @@ FWD = {64: [_c(128, 64, 4, 3), _c(128, 128, 8, 3)],
 # dQ program holds, BWD_N the KV rows per step. The first candidate of each list is the one least likely to spill
 # (ATTNBENCH_TRITON_TUNE=first takes it).
 BWD = {64: [_c(64, 64, 4, 2, BWD_M=32, BWD_N=32), _c(128, 128, 8, 2, BWD_M=32, BWD_N=32)],
-       128: [_c(64, 64, 4, 2, BWD_M=32, BWD_N=32), _c(128, 128, 8, 2, BWD_M=32, BWD_N=32)],
+       # D=128 (lab/triton_compile_check.py, sm_90): the dK/dV program holding 128 KV rows spills least stepping 16
+       # query rows (4 stages: none, 96 KiB) or 32 (3 stages: 40 B); the dQ program holding 128 query rows steps 32 or
+       # 64 KV rows without spilling (112-160 KiB)
+       128: [_c(64, 64, 4, 2, BWD_M=32, BWD_N=32), _c(128, 128, 8, 2, BWD_M=32, BWD_N=32),
+             _c(128, 128, 8, 4, BWD_M=16, BWD_N=32), _c(128, 128, 8, 3, BWD_M=32, BWD_N=64)],
        256: [_c(64, 64, 8, 1, BWD_M=32, BWD_N=32), _c(32, 32, 4, 1, BWD_M=32, BWD_N=32)]}
 
 
@@ -167,6 +171,8 @@ FA1 = {64: [_c(64, 64, 4, 2)], 128: [_c(64, 64, 4, 2)],
 def hopper_candidates(device, head_dim: int, features: dict) -> list[dict]:
     if device.type != "cuda":
         return INTERPRETER
+    if features.get("tune"):
+        return TUNED[128 if head_dim <= 128 else 256]
     deep = features.get("pipe")
     if head_dim > 128:  # persistent at 64x64 and 3 stages is 257 KiB on sm_90
         stages = 3 if deep and not features.get("persistent") else 2
@@ -176,6 +182,27 @@ def hopper_candidates(device, head_dim: int, features: dict) -> list[dict]:
     if deep:
         return [_c(128, 64, 8, 3), _c(128, 128, 8, 3)]
     return [_c(128, 64, 8, 2), _c(128, 128, 8, 2)]
+
+
+# The flagship (features "tune"): every schedule the rung has, timed at cold start, the fastest kept. First the
+# last H200 run's best (-ws-pipe's 128x128, 3 stages: 538 TFLOP/s at the anchor); 128x64 at 2 stages capped at 128
+# registers (96 KiB: two programs per SM, whose softmax and MMAs the warp schedulers interleave); the query tile as
+# two 128-row halves (SPLIT: one half's softmax under the other's P@V wgmma, seen in the PTX); persistent 128x128 at
+# 2 stages (3 is 257 KiB); 128x64 at 3 stages. PERSISTENT in every one, so the row says which schedule won.
+TUNED = {128: [_c(128, 128, 8, 3, PERSISTENT=False), _c(128, 64, 8, 2, PERSISTENT=False, maxnreg=128),
+               _c(256, 32, 8, 3, PERSISTENT=False, SPLIT=True), _c(128, 128, 8, 2, PERSISTENT=True),
+               _c(128, 64, 8, 3, PERSISTENT=False)],
+         256: [_c(64, 64, 8, 3, PERSISTENT=False), _c(128, 32, 8, 3, PERSISTENT=False),
+               _c(64, 64, 8, 2, PERSISTENT=True)]}
+
+
+def ran(features: dict, cfg: dict) -> list[str]:
+    """The features a config ran with: the variant's, with what the flagship's tuning chose in place of "tune"."""
+    on = {k for k, v in features.items() if v and k != "tune"}
+    for flag in ("PERSISTENT", "SPLIT"):
+        if flag in cfg:
+            on = on - {flag.lower()} | ({flag.lower()} if cfg[flag] else set())
+    return sorted(on)
 
 
 def hopper(b: Bound, features: dict):
@@ -191,7 +218,8 @@ def hopper(b: Bound, features: dict):
     def choose():
         tag = "hop_" + "_".join(sorted(k for k, v in used.items() if v))
         cfg = tuning.choose(tag, b.key, hopper_candidates(b.q.device, b.q.shape[-1], used), fwd, b.q.device)
-        return {**cfg, "features": sorted(k for k, v in used.items() if v)}
+        extra = {"tuned_features": ["persistent", "split"]} if used.get("tune") else {}
+        return {**cfg, "features": ran(used, cfg), **extra}
 
     def first():
         try:
