@@ -93,6 +93,10 @@ FULL = {
         "the same forward and backward kernels through the runner: test_triton_ladder's default rows",
     "tests/test_triton_ladder.py::test_the_ladder_section_and_page_show_each_rung_beside_sdpa_flash":
         "the section reads rows as every section does (test_sections); the rows themselves: test_triton_ladder's default rows",
+    "tests/test_fp8_tma.py::test_the_tma_kernel_gives_the_pointer_kernels_output[*]":
+        "triton-fp8's v2 against v1 in one interpreter child (~12 s); default: test_fp8_tma's candidate table",
+    "tests/test_fp8_tma.py::test_the_codes_path_chooses_the_tma_kernel_and_stays_accurate":
+        "the same child; default: test_fp8_tma::test_candidates_offer_v2_first_and_keep_v1_as_a_floor",
     # ---- issue 42.4: two spawned CPU runs (1-2 min on a loaded 2-core host)
     "tests/test_repro.py::test_the_printed_command_remeasures_the_same_workload_key":
         "the YAML block names the row's workload key: test_repro::test_the_yaml_block_names_exactly_the_rows_workload",

@@ -1,12 +1,14 @@
-"""The FP8 rung: e4m3 forward with per-block scales, optional incoherent processing (Hadamard), P quantised; written from FA3 §3.3.
+"""The FP8 rung: e4m3 forward with per-block scales, optional incoherent processing (Hadamard), P quantised (FA3 §3.3).
 
 A quantisation kernel turns the step's 16-bit Q, K, V into e4m3 codes with one scale per 128 rows of one
 (batch, head) (amax / 448), Q and K first multiplied by M = diag(±1)·H/√d when incoherent (QM(KM)ᵀ = QKᵀ, an
 outlier spread over the head dimension); V is written transposed (D, N) so that both fp8 products read their
 operands k-major, as Hopper's fp8 WGMMA requires (FA3's in-kernel transpose, done here in the quantiser's pass).
-The attention kernel is FA2's loop on the codes: scores scaled by the two blocks' scales, P·448 cast to e4m3
-before the PV product and divided back, O written in the step's dtype. The quantisation runs inside the timed
-step: a 16-bit caller pays it."""
+The attention kernel runs on the codes: scores scaled by the two blocks' scales, P·448 cast to e4m3 before the PV
+product, O written in the step's dtype. Two versions, each a tuning candidate: v1 (tri_fp8_fwd) is FA2's loop with
+pointer loads, v2 (tri_fp8_fwd_tma) the Hopper rung's: tensor descriptors (TMA), the unmasked blocks pipelined
+apart from the masked diagonal, the scales folded into the exponent's one FMA. With 16-bit inputs the quantisation
+runs inside the timed step (fp8_step.py): a 16-bit caller pays it."""
 from __future__ import annotations
 
 
@@ -18,6 +20,7 @@ from .common import LOG2E, launch_options, mm, softmax_step
 
 QBLOCK = 128  # rows per scale
 FP8_MAX = 448.0
+LOG2_448 = tl.constexpr(8.807354922057604)  # log2(448): the exponent that makes P·448
 
 
 @triton.jit
@@ -34,7 +37,7 @@ def to_e4m3(x, dtype: tl.constexpr, PREROUND: tl.constexpr):
 
 
 @triton.jit
-def tri_fp8_quant(X, M, CODES, SCALES, inv_sqrt_d, sxb, sxh, sxn, sxd, H, N, NBLK,
+def tri_fp8_quant(X, M, CODES, SCALES, inv_sqrt_d, sxb, sxh, sxn, sxd, H, N, NBLK, NT,
                   HADAMARD: tl.constexpr, TRANSPOSE: tl.constexpr, QB: tl.constexpr, HEAD_D: tl.constexpr,
                   UPCAST: tl.constexpr):
     blk = tl.program_id(0)
@@ -54,29 +57,41 @@ def tri_fp8_quant(X, M, CODES, SCALES, inv_sqrt_d, sxb, sxh, sxn, sxd, H, N, NBL
     scale = tl.where(amax > 0, amax / 448.0, 1.0)
     codes = to_e4m3(tl.minimum(tl.maximum(x / scale, -448.0), 448.0), CODES.dtype.element_ty, UPCAST)
     tl.store(SCALES + bh * NBLK + blk, scale)
-    if TRANSPOSE:  # (B*H, D, N): the PV product's operand, k-major
-        tl.store(CODES + bh * HEAD_D * N + offs_d[:, None] * N + rows[None, :], tl.trans(codes),
+    if TRANSPOSE:  # (B*H, D, NT): the PV product's operand, k-major (rows NT >= N apart: TMA's 16-byte rule)
+        tl.store(CODES + bh * HEAD_D * NT + offs_d[:, None] * NT + rows[None, :], tl.trans(codes),
                  mask=rows[None, :] < N)
     else:
         tl.store(CODES + (bh * N + rows[:, None]) * HEAD_D + offs_d[None, :], codes, mask=rows[:, None] < N)
 
 
 @triton.jit
-def tri_fp8_fwd(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sob, soh, son, sod,
-                HQ, GROUP, NQ, NKV, NBQ, NBK, CAUSAL_OFF,
+def _dot(a, b, acc, UPCAST: tl.constexpr):
+    """a @ b added to acc in place (the accumulator the MMA itself adds to); UPCAST as common.mm's."""
+    if UPCAST:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        return tl.dot(a, b, acc)
+
+
+@triton.jit
+def tri_fp8_fwd(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sqb, sqh, sqn, skb, skh, skn, svb, svh, svd,
+                sob, soh, son, sod, HQ, GROUP, NQ, NKV, NBQ, NBK, CAUSAL_OFF,
                 CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, QB: tl.constexpr,
                 HEAD_D: tl.constexpr, HEAD_DV: tl.constexpr, PER_TENSOR: tl.constexpr, O_FP8: tl.constexpr,
                 UPCAST: tl.constexpr):
+    """v1: FA2's loop on the codes, pointer loads, every block masked."""
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // HQ
     h = bh % HQ
-    bk = b * (HQ // GROUP) + h // GROUP
+    hk = h // GROUP
+    bk = b * (HQ // GROUP) + hk
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_D)
     offs_dv = tl.arange(0, HEAD_DV)
-    q = tl.load(Q8 + (bh * NQ + offs_m[:, None]) * HEAD_D + offs_d[None, :], mask=offs_m[:, None] < NQ, other=0.0)
+    q = tl.load(Q8 + b * sqb + h * sqh + offs_m[:, None] * sqn + offs_d[None, :], mask=offs_m[:, None] < NQ,
+                other=0.0)
     if PER_TENSOR:
         q_scale = tl.load(SQ) * qk_scale
     else:
@@ -89,8 +104,9 @@ def tri_fp8_fwd(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sob, soh, son, sod,
         hi = tl.minimum(NKV, tl.maximum((pid_m + 1) * BLOCK_M + CAUSAL_OFF, 0))
     for start_n in range(0, hi, BLOCK_N):
         kv = start_n + offs_n
-        kT = tl.load(K8 + (bk * NKV + kv[None, :]) * HEAD_D + offs_d[:, None], mask=kv[None, :] < NKV, other=0.0)
-        vT = tl.load(VT8 + bk * HEAD_DV * NKV + offs_dv[:, None] * NKV + kv[None, :], mask=kv[None, :] < NKV,
+        kT = tl.load(K8 + b * skb + hk * skh + kv[None, :] * skn + offs_d[:, None], mask=kv[None, :] < NKV,
+                     other=0.0)
+        vT = tl.load(VT8 + b * svb + hk * svh + offs_dv[:, None] * svd + kv[None, :], mask=kv[None, :] < NKV,
                      other=0.0)
         if PER_TENSOR:
             k_scale = tl.load(SK)
@@ -108,12 +124,104 @@ def tri_fp8_fwd(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sob, soh, son, sod,
         acc = acc * alpha[:, None] + mm(p8, tl.trans(vT), UPCAST) * (v_scale / 448.0)
         m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    out = acc / l_safe[:, None]
+    _store_o(O, acc / l_safe[:, None], b, h, offs_m, sob, soh, son, sod, NQ, HEAD_DV, O_FP8, UPCAST)
+
+
+@triton.jit
+def _store_o(O, out, b, h, offs_m, sob, soh, son, sod, NQ, HEAD_DV: tl.constexpr, O_FP8: tl.constexpr,
+             UPCAST: tl.constexpr):
     if O_FP8:
         out = to_e4m3(tl.minimum(tl.maximum(out, -448.0), 448.0), O.dtype.element_ty, UPCAST)
     else:
         out = out.to(O.dtype.element_ty)
+    offs_dv = tl.arange(0, HEAD_DV)
     tl.store(O + b * sob + h * soh + offs_m[:, None] * son + offs_dv[None, :] * sod, out, mask=offs_m[:, None] < NQ)
+
+
+@triton.jit
+def _tma_block(q, k_desc, vt_desc, SK, SV, acc, m_i, l_i, v_run, b, hk, bk, start_n, offs_m, q_scale, NKV, NBK,
+               CAUSAL_OFF, MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr, QB: tl.constexpr,
+               HEAD_D: tl.constexpr, HEAD_DV: tl.constexpr, PER_TENSOR: tl.constexpr, UPCAST: tl.constexpr):
+    """One KV block of the TMA kernel. Scores stay unscaled until the exponent: one FMA per score s·c - m' with
+    c = the blocks' scales times softmax scale·log2(e) (c > 0, so max(s·c) = c·max(s)) and m' the running maximum
+    less log2(448), which makes the exponent P·448 itself, the e4m3 operand (l and acc both carry the 448: it
+    cancels in acc / l). Per-block V scales: acc is kept in units of the last block's V scale (v_run), so the
+    rescale is one multiply per element, as the bf16 rung's alpha, and the MMA adds into acc in place."""
+    k = k_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_D])
+    vt = vt_desc.load([b, hk, 0, start_n]).reshape([HEAD_DV, BLOCK_N])
+    if PER_TENSOR:
+        c = q_scale
+        v_scale = v_run
+    else:
+        c = q_scale * tl.load(SK + bk * NBK + start_n // QB)
+        v_scale = tl.load(SV + bk * NBK + start_n // QB)
+    s = mm(q, tl.trans(k), UPCAST)
+    if MASK:
+        kv = start_n + tl.arange(0, BLOCK_N)
+        keep = kv[None, :] < NKV
+        if CAUSAL:
+            keep = keep & (kv[None, :] <= offs_m[:, None] + CAUSAL_OFF)
+        s = tl.where(keep, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1) * c)
+    m_use = m_new
+    if MASK:  # a row that has seen no key yet has nothing to subtract
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(s * c - (m_use - LOG2_448)[:, None])
+    r = tl.math.exp2(m_i - m_use)
+    l_i = l_i * r + tl.sum(p, 1)
+    if not PER_TENSOR:
+        r = r * (v_run / v_scale)
+    acc = _dot(to_e4m3(p, vt.dtype, UPCAST), tl.trans(vt), acc * r[:, None], UPCAST)
+    return acc, m_new, l_i, v_scale
+
+
+@triton.jit
+def tri_fp8_fwd_tma(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sqb, sqh, sqn, skb, skh, skn, svb, svh, svd,
+                    sob, soh, son, sod, B, HQ, HKV, NQ, NKV, NBQ, NBK, CAUSAL_OFF,
+                    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, QB: tl.constexpr,
+                    HEAD_D: tl.constexpr, HEAD_DV: tl.constexpr, PER_TENSOR: tl.constexpr, O_FP8: tl.constexpr,
+                    UPCAST: tl.constexpr):
+    """v2: the Hopper rung's loop on the codes: Q, K, Vᵀ through tensor descriptors (TMA), the wholly visible
+    blocks unmasked and software-pipelined (num_stages), the diagonal and the tail masked, heaviest tiles first."""
+    q_desc = tl.make_tensor_descriptor(Q8, shape=[B, HQ, NQ, HEAD_D], strides=[sqb, sqh, sqn, 1],
+                                       block_shape=[1, 1, BLOCK_M, HEAD_D])
+    k_desc = tl.make_tensor_descriptor(K8, shape=[B, HKV, NKV, HEAD_D], strides=[skb, skh, skn, 1],
+                                       block_shape=[1, 1, BLOCK_N, HEAD_D])
+    vt_desc = tl.make_tensor_descriptor(VT8, shape=[B, HKV, HEAD_DV, NKV], strides=[svb, svh, svd, 1],
+                                        block_shape=[1, 1, HEAD_DV, BLOCK_N])
+    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)  # heaviest causal tiles first
+    bh = tl.program_id(1)
+    b = bh // HQ
+    h = bh % HQ
+    hk = h // (HQ // HKV)
+    bk = b * HKV + hk
+    m0 = pid_m * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    q = q_desc.load([b, h, m0, 0]).reshape([BLOCK_M, HEAD_D])
+    if PER_TENSOR:
+        q_scale = tl.load(SQ) * tl.load(SK) * qk_scale
+        v_run = tl.load(SV)
+    else:
+        q_scale = tl.load(SQ + bh * NBQ + m0 // QB) * qk_scale
+        v_run = 1.0
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DV], tl.float32)
+    hi = NKV
+    full_hi = (NKV // BLOCK_N) * BLOCK_N
+    if CAUSAL:
+        hi = tl.minimum(NKV, tl.maximum((pid_m + 1) * BLOCK_M + CAUSAL_OFF, 0))
+        full_hi = tl.minimum(full_hi, (tl.maximum(m0 + CAUSAL_OFF + 1, 0) // BLOCK_N) * BLOCK_N)
+    for start_n in tl.range(0, full_hi, BLOCK_N):
+        acc, m_i, l_i, v_run = _tma_block(q, k_desc, vt_desc, SK, SV, acc, m_i, l_i, v_run, b, hk, bk, start_n,
+                                          offs_m, q_scale, NKV, NBK, CAUSAL_OFF, False, CAUSAL, BLOCK_N, QB, HEAD_D,
+                                          HEAD_DV, PER_TENSOR, UPCAST)
+    for start_n in tl.range(full_hi, hi, BLOCK_N):
+        acc, m_i, l_i, v_run = _tma_block(q, k_desc, vt_desc, SK, SV, acc, m_i, l_i, v_run, b, hk, bk, start_n,
+                                          offs_m, q_scale, NKV, NBK, CAUSAL_OFF, True, CAUSAL, BLOCK_N, QB, HEAD_D,
+                                          HEAD_DV, PER_TENSOR, UPCAST)
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    _store_o(O, acc * (v_run / l_safe)[:, None], b, h, offs_m, sob, soh, son, sod, NQ, HEAD_DV, O_FP8, UPCAST)
 
 
 def hadamard(d: int, seed: int, device, dtype) -> torch.Tensor:
@@ -130,15 +238,17 @@ def hadamard(d: int, seed: int, device, dtype) -> torch.Tensor:
 
 
 class Buffers:
-    """The codes and scales of one attempt, allocated once."""
+    """The codes and scales of one attempt, allocated once: Q, K codes (B, H, N, D), V's (B, Hkv, Dv, N) in rows
+    padded to 16 bytes (a tensor descriptor's strides are multiples of 16 bytes; the padding is never read)."""
 
     def __init__(self, q, k, v):
         B, HQ, NQ, D = q.shape
         HKV, NKV, DV = k.shape[1], k.shape[2], v.shape[3]
         f8, dev = torch.float8_e4m3fn, q.device
-        self.q8 = torch.empty(B * HQ, NQ, D, device=dev, dtype=f8)
-        self.k8 = torch.empty(B * HKV, NKV, D, device=dev, dtype=f8)
-        self.vt8 = torch.empty(B * HKV, DV, NKV, device=dev, dtype=f8)
+        self.q8 = torch.empty(B, HQ, NQ, D, device=dev, dtype=f8)
+        self.k8 = torch.empty(B, HKV, NKV, D, device=dev, dtype=f8)
+        self.nt = triton.cdiv(NKV, 16) * 16
+        self.vt8 = torch.empty(B, HKV, DV, self.nt, device=dev, dtype=f8)[..., :NKV]
         self.nbq, self.nbk = triton.cdiv(NQ, QBLOCK), triton.cdiv(NKV, QBLOCK)
         self.sq = torch.empty(B * HQ * self.nbq, device=dev, dtype=torch.float32)
         self.sk = torch.empty(B * HKV * self.nbk, device=dev, dtype=torch.float32)
@@ -152,28 +262,37 @@ def quantise(q, k, v, bufs: Buffers, m, up: bool) -> None:
                                           (k, bufs.k8, bufs.sk, bufs.nbk, m is not None, False),
                                           (v, bufs.vt8, bufs.sv, bufs.nbk, False, True)):
         tri_fp8_quant[(nb, B * x.shape[1])](x, m if had else x, codes, scales, x.shape[3] ** -0.5, *x.stride(),
-                                            x.shape[1], x.shape[2],
-                                            nb, HADAMARD=had, TRANSPOSE=tr, QB=QBLOCK, HEAD_D=x.shape[3], UPCAST=up,
-                                            num_warps=4)
+                                            x.shape[1], x.shape[2], nb, bufs.nt, HADAMARD=had, TRANSPOSE=tr,
+                                            QB=QBLOCK, HEAD_D=x.shape[3], UPCAST=up, num_warps=4)
 
 
-def attend(shape: tuple, q8, k8, vt8, scales: tuple, o, scale: float, causal: bool, causal_off: int, cfg: dict,
+def attend(q8, k8, vt8, scales: tuple, o, scale: float, causal: bool, causal_off: int, cfg: dict,
            per_tensor: bool, up: bool) -> None:
-    """The fp8 attention on codes (B*H, N, D) (V as (B*Hkv, Dv, N)); `scales` (sq, sk, sv): per-block arrays, or
-    one-element tensors when `per_tensor`; o (B, Hq, Nq, Dv) view, written in its own dtype (float8 too)."""
-    B, HQ, HKV, NQ, NKV, D, DV = shape
+    """The fp8 attention on codes: q8 (B, Hq, Nq, D), k8 (B, Hkv, Nkv, D) views with unit stride along D, vt8
+    (B, Hkv, Dv, Nkv) with unit stride along N (16-byte strides for the TMA kernel); `scales` (sq, sk, sv):
+    per-block arrays, or one-element tensors when `per_tensor`; o (B, Hq, Nq, Dv) view, written in its own dtype
+    (float8 too). cfg["TMA"] picks the kernel (v2, tensor descriptors) over v1 (pointer loads)."""
+    B, HQ, NQ, D = q8.shape
+    HKV, NKV, DV = k8.shape[1], k8.shape[2], vt8.shape[2]
     sq, sk, sv = scales
-    tri_fp8_fwd[(triton.cdiv(NQ, cfg["BLOCK_M"]), B * HQ)](
-        q8, k8, vt8, sq, sk, sv, o, scale * LOG2E, *o.stride(), HQ, HQ // HKV, NQ, NKV, triton.cdiv(NQ, QBLOCK),
-        triton.cdiv(NKV, QBLOCK), causal_off, CAUSAL=causal, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-        QB=QBLOCK, HEAD_D=D, HEAD_DV=DV, PER_TENSOR=per_tensor, O_FP8=o.dtype == torch.float8_e4m3fn, UPCAST=up,
-        **launch_options(cfg))
+    strides = (*q8.stride()[:3], *k8.stride()[:3], *vt8.stride()[:3], *o.stride())
+    consts = dict(CAUSAL=causal, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], QB=QBLOCK, HEAD_D=D, HEAD_DV=DV,
+                  PER_TENSOR=per_tensor, O_FP8=o.dtype == torch.float8_e4m3fn, UPCAST=up, **launch_options(cfg))
+    grid = (triton.cdiv(NQ, cfg["BLOCK_M"]), B * HQ)
+    nbq, nbk = triton.cdiv(NQ, QBLOCK), triton.cdiv(NKV, QBLOCK)
+    if cfg.get("TMA"):
+        from .hopper import _allocator
+
+        _allocator()
+        tri_fp8_fwd_tma[grid](q8, k8, vt8, sq, sk, sv, o, scale * LOG2E, *strides, B, HQ, HKV, NQ, NKV, nbq, nbk,
+                              causal_off, **consts)
+    else:
+        tri_fp8_fwd[grid](q8, k8, vt8, sq, sk, sv, o, scale * LOG2E, *strides, HQ, HQ // HKV, NQ, NKV, nbq, nbk,
+                          causal_off, **consts)
 
 
 def forward(q, k, v, o, bufs: Buffers, m, scale: float, causal: bool, causal_off: int, cfg: dict,
             up: bool) -> None:
     """16-bit (B, H, N, D) views: quantised (Q, K turned by `m` when given), then attended into o."""
     quantise(q, k, v, bufs, m, up)
-    shape = (q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3])
-    attend(shape, bufs.q8, bufs.k8, bufs.vt8, (bufs.sq, bufs.sk, bufs.sv), o, scale, causal, causal_off, cfg,
-           False, up)
+    attend(bufs.q8, bufs.k8, bufs.vt8, (bufs.sq, bufs.sk, bufs.sv), o, scale, causal, causal_off, cfg, False, up)
