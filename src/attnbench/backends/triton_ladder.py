@@ -137,7 +137,7 @@ def make() -> list[Backend]:
         _rung("triton-decode", "decode", {"triton-decode"}, "split-KV decoding in Triton (this project's): GQA "
               "groups as matmul rows, partial O and LSE per split, a reduction kernel; contiguous or paged KV",
               modes=("decode",), accepts={"page_size": ANY}, min_capability=(8, 0)),
-    ] + [_rung(name, "fp8", {"triton-fp8"}, f"e4m3 forward in Triton (this project's), {what}",
+    ] + [_rung(name, "fp8", {"triton-fp8"}, f"e4m3 forward in Triton (this project's), {what}; {FP8_TIMED}",
                modes=("prefill",), dtypes=("bf16", "fp16") + (("fp8_e4m3",) if not inc else ()),
                options={"incoherent": inc}, min_capability=(8, 9), fp8_scheme=scheme)
          for name, inc, what, scheme in FP8_VARIANTS] + [_rung(name, "hopper", {"triton-hopper", "triton-fa2"}, f"the Hopper rung in Triton (this project's), {what}; "
@@ -147,6 +147,9 @@ def make() -> list[Backend]:
 
 # e4m3 with one scale per 128 rows (16-bit inputs quantised in the step), P as e4m3 of P·448; the contract's scheme
 # (backends/fp8_quant.py); an fp8_e4m3 workload's inputs are its per-tensor codes, which the emulation takes as given
+FP8_TIMED = ("what is timed: with bf16/fp16 inputs the quantisation (Q, K, V read once, codes and scales "
+             "written, V transposed) and the kernel; with fp8_e4m3 inputs (the workload's codes and per-tensor "
+             "descales, as cudnn-fe's fp8 rows take them) V's codes transposed to (D, N) and the kernel")
 FP8_VARIANTS = (
     ("triton-fp8", False, "per-block scales, P quantised", "e4m3,block128,p-e4m3x448"),
     ("triton-fp8-incoherent", True, "per-block scales after a random Hadamard turn of Q and K (FA3 §3.3)",
