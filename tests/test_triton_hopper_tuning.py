@@ -75,3 +75,28 @@ def test_split_and_persistent_tiles_agree_with_float64_under_the_interpreter():
     done = subprocess.run([sys.executable, "-c", KERNEL], capture_output=True, text=True, env=env, timeout=300)
     line = next((x for x in done.stdout.splitlines() if x.startswith("ERR")), None)
     assert line and float(line.split()[1]) < 0.02, done.stderr[-2000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False])
+def test_every_flagship_candidate_agrees_with_sdpa_on_a_hopper_gpu(causal):
+    """Each schedule the flagship may choose (split tile, two programs per SM, persistent), on a ragged bottom-right
+    causal GQA shape: O within bf16's reach of PyTorch's math attention, and the LSE finite where a row sees a key."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs a Hopper GPU")
+    from attnbench.backends.triton_kernels import hopper
+
+    torch.manual_seed(0)
+    q = torch.randn(2, 8, 2000, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 2, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    kx, vx = (t.repeat_interleave(4, dim=1).float() for t in (k, v))
+    mask = torch.ones(2000, 2048, device="cuda", dtype=torch.bool).tril(48) if causal else None
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), kx, vx, attn_mask=mask, scale=128 ** -0.5)
+    for cfg in prefill.hopper_candidates(torch.device("cuda"), 128, _variants()["triton-hopper"]):
+        o = torch.empty_like(q)
+        lse = torch.empty(16, 2000, device="cuda", dtype=torch.float32)
+        hopper.forward(q, k, v, o, lse, 128 ** -0.5, causal, 48, cfg, {"ws": True})
+        err = ((o.float() - ref).abs().max() / ref.abs().max()).item()
+        assert err < 0.02 and torch.isfinite(lse).all(), (cfg, err)

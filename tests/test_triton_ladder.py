@@ -183,7 +183,8 @@ GPU_CASES = [
       for n, dt in (("triton-fp8", "bf16"), ("triton-fp8-incoherent", "bf16"), ("triton-fp8", "fp8_e4m3"))] + [
     # last: warp specialisation is the compiler path least tried on sm_90 (a compiler abort ends this process)
     (n, dict(mode="prefill", causal=c, q_len=2000, kv_len=2048, q_heads=8, kv_heads=2, head_dim=128, head_dim_v=128))
-    for n, c in (("triton-hopper-base", True), ("triton-hopper-ws", False), ("triton-hopper", True))]
+    for n, c in (("triton-hopper-base", True), ("triton-hopper-ws", False), ("triton-hopper-persistent", True),
+                 ("triton-hopper", True))]
 
 
 @pytest.mark.parametrize("name,kw", GPU_CASES, ids=[f"{n}-{k['mode']}-{i}" for i, (n, k) in enumerate(GPU_CASES)])
