@@ -29,6 +29,32 @@ def mma(a, b, acc, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def fold(acc, m_i, l_i, s, v, qk_scale, UPCAST: tl.constexpr):
+    """One wholly visible KV block folded into (acc, m, l). `s` holds the raw scores and m stays in the scaled base-2
+    domain, so the scale and the max subtraction are one FMA per score (the row max is scaled, not every score), and
+    P@V accumulates into the rescaled acc inside the MMA instead of a separate add."""
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    p = tl.math.exp2(s * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = mma(p.to(v.dtype), v, acc * alpha[:, None], UPCAST)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def fold_masked(acc, m_i, l_i, s, keep, v, qk_scale, UPCAST: tl.constexpr):
+    """fold for a diagonal or tail block: masked scores are -inf, and a row that has seen no key subtracts 0."""
+    s = tl.where(keep, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(s * qk_scale - m_use[:, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = mma(p.to(v.dtype), v, acc * alpha[:, None], UPCAST)
+    return acc, m_new, l_i
+
+
+@triton.jit
 def softmax_step(s, m_i, l_i):
     """One KV block's online-softmax step on base-2 logits `s`: the block's probabilities against the new running
     maximum, the factor that rescales what was accumulated, the new maximum and the new row sum (a row that has

@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import LOG2E, launch_options, mm, softmax_step, upcast
+from .common import LOG2E, fold, fold_masked, launch_options, mm, upcast
 
 
 @triton.jit
@@ -22,19 +22,16 @@ def _kv_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, NKV, CA
         k = tl.load(k_ptrs + start_n * skn, mask=kv_idx[None, :] < NKV, other=0.0)
     else:
         k = tl.load(k_ptrs + start_n * skn)
-    s = mm(q, k, UPCAST) * qk_scale  # base-2 logits
+    s = mm(q, k, UPCAST)  # raw scores: the scale is folded into the exponent's FMA (common.fold)
     if MASKED:
+        v = tl.load(v_ptrs + start_n * svn, mask=kv_idx[:, None] < NKV, other=0.0)
         keep = kv_idx[None, :] < NKV
         if CAUSAL:
             keep = keep & (kv_idx[None, :] <= offs_m[:, None] + CAUSAL_OFF)
-        s = tl.where(keep, s, float("-inf"))
-    p, alpha, m_new, l_i = softmax_step(s, m_i, l_i)
-    if MASKED:
-        v = tl.load(v_ptrs + start_n * svn, mask=kv_idx[:, None] < NKV, other=0.0)
+        return fold_masked(acc, m_i, l_i, s, keep, v, qk_scale, UPCAST)
     else:
         v = tl.load(v_ptrs + start_n * svn)
-    acc = acc * alpha[:, None] + mm(p.to(v.dtype), v, UPCAST)
-    return acc, m_new, l_i
+        return fold(acc, m_i, l_i, s, v, qk_scale, UPCAST)
 
 
 @triton.jit

@@ -20,33 +20,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import LOG2E, mm, mma, upcast
-
-
-@triton.jit
-def _fold(acc, m_i, l_i, s, v, qk_scale, UPCAST: tl.constexpr):
-    """One wholly visible KV block folded into (acc, m, l). `s` holds the raw scores and m stays in the scaled base-2
-    domain, so the scale and the max subtraction are one FMA per score (the row max is scaled, not every score), and
-    P@V accumulates into the rescaled acc inside the MMA instead of a separate add."""
-    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-    p = tl.math.exp2(s * qk_scale - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = mma(p.to(v.dtype), v, acc * alpha[:, None], UPCAST)
-    return acc, m_new, l_i
-
-
-@triton.jit
-def _fold_masked(acc, m_i, l_i, s, keep, v, qk_scale, UPCAST: tl.constexpr):
-    """_fold for a diagonal or tail block: masked scores are -inf, and a row that has seen no key subtracts 0."""
-    s = tl.where(keep, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-    p = tl.math.exp2(s * qk_scale - m_use[:, None])
-    alpha = tl.math.exp2(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = mma(p.to(v.dtype), v, acc * alpha[:, None], UPCAST)
-    return acc, m_new, l_i
+from .common import LOG2E, fold, fold_masked, mm, upcast
 
 
 @triton.jit
@@ -95,12 +69,12 @@ def _hop_tile(q_desc, k_desc, v_desc, o_desc, LSE, b, h, hk, pid_m, NQ, NKV, CAU
     for start_n in tl.range(0, full_hi, BLOCK_N, warp_specialize=WS):
         k = k_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_D])
         v = v_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_DV])
-        acc, m_i, l_i = _fold(acc, m_i, l_i, mm(q, tl.trans(k), UPCAST), v, qk_scale, UPCAST)
+        acc, m_i, l_i = fold(acc, m_i, l_i, mm(q, tl.trans(k), UPCAST), v, qk_scale, UPCAST)
     for start_n in tl.range(full_hi, hi, BLOCK_N):  # the diagonal and the tail: masked
         k = k_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_D])
         v = v_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_DV])
-        acc, m_i, l_i = _fold_masked(acc, m_i, l_i, mm(q, tl.trans(k), UPCAST),
-                                     _keep(offs_m, start_n + offs_n, NKV, CAUSAL_OFF, CAUSAL), v, qk_scale, UPCAST)
+        acc, m_i, l_i = fold_masked(acc, m_i, l_i, mm(q, tl.trans(k), UPCAST),
+                                    _keep(offs_m, start_n + offs_n, NKV, CAUSAL_OFF, CAUSAL), v, qk_scale, UPCAST)
     _finish(acc, m_i, l_i, o_desc, LSE, b, h, m0, NQ, HQ, BLOCK_M, HEAD_DV)
 
 
@@ -131,8 +105,8 @@ def _hop_tile_split(q_desc, k_desc, v_desc, o_desc, LSE, b, h, hk, pid_m, NQ, NK
         kt = tl.trans(k)
         s_a = mm(qa, kt, UPCAST)
         s_b = mm(qb, kt, UPCAST)
-        acc_a, m_a, l_a = _fold(acc_a, m_a, l_a, s_a, v, qk_scale, UPCAST)
-        acc_b, m_b, l_b = _fold(acc_b, m_b, l_b, s_b, v, qk_scale, UPCAST)
+        acc_a, m_a, l_a = fold(acc_a, m_a, l_a, s_a, v, qk_scale, UPCAST)
+        acc_b, m_b, l_b = fold(acc_b, m_b, l_b, s_b, v, qk_scale, UPCAST)
     for start_n in tl.range(full_hi, hi, BLOCK_N):
         k = k_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_D])
         v = v_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_DV])
@@ -140,10 +114,10 @@ def _hop_tile_split(q_desc, k_desc, v_desc, o_desc, LSE, b, h, hk, pid_m, NQ, NK
         s_a = mm(qa, kt, UPCAST)
         s_b = mm(qb, kt, UPCAST)
         kv = start_n + offs_n
-        acc_a, m_a, l_a = _fold_masked(acc_a, m_a, l_a, s_a, _keep(offs_a, kv, NKV, CAUSAL_OFF, CAUSAL), v,
-                                       qk_scale, UPCAST)
-        acc_b, m_b, l_b = _fold_masked(acc_b, m_b, l_b, s_b, _keep(offs_b, kv, NKV, CAUSAL_OFF, CAUSAL), v,
-                                       qk_scale, UPCAST)
+        acc_a, m_a, l_a = fold_masked(acc_a, m_a, l_a, s_a, _keep(offs_a, kv, NKV, CAUSAL_OFF, CAUSAL), v,
+                                      qk_scale, UPCAST)
+        acc_b, m_b, l_b = fold_masked(acc_b, m_b, l_b, s_b, _keep(offs_b, kv, NKV, CAUSAL_OFF, CAUSAL), v,
+                                      qk_scale, UPCAST)
     _finish(acc_a, m_a, l_a, o_desc, LSE, b, h, m0, NQ, HQ, HALF, HEAD_DV)
     _finish(acc_b, m_b, l_b, o_desc, LSE, b, h, m0 + HALF, NQ, HQ, HALF, HEAD_DV)
 
