@@ -117,7 +117,8 @@ def cases(quick: bool):
                 yield f"fp8_fwd{'_tma' if cfg.get('TMA') else ''} D{d} per_tensor={per_tensor}", fn, \
                     {**f8, "O": "*fp8e4nv"} if o_fp8 else f8, \
                     dict(CAUSAL=True, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], QB=fp8.QBLOCK, HEAD_D=d,
-                         HEAD_DV=d, PER_TENSOR=per_tensor, O_FP8=o_fp8, UPCAST=False), cfg
+                         HEAD_DV=d, PER_TENSOR=per_tensor, O_FP8=o_fp8, UPCAST=False,
+                         **({"SPLIT": bool(cfg.get("SPLIT"))} if cfg.get("TMA") else {})), cfg
         for had, tr in ((True, False), (False, True)):
             yield f"fp8_quant D{d} hadamard={had} transpose={tr}", fp8.tri_fp8_quant, {
                 "X": "*bf16", "M": "*bf16", "CODES": "*fp8e4nv", "SCALES": "*fp32", "inv_sqrt_d": "fp32"}, dict(

@@ -139,25 +139,15 @@ def _store_o(O, out, b, h, offs_m, sob, soh, son, sod, NQ, HEAD_DV: tl.constexpr
 
 
 @triton.jit
-def _tma_block(q, k_desc, vt_desc, SK, SV, acc, m_i, l_i, v_run, b, hk, bk, start_n, offs_m, q_scale, NKV, NBK,
-               CAUSAL_OFF, MASK: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr, QB: tl.constexpr,
-               HEAD_D: tl.constexpr, HEAD_DV: tl.constexpr, PER_TENSOR: tl.constexpr, UPCAST: tl.constexpr):
-    """One KV block of the TMA kernel. Scores stay unscaled until the exponent: one FMA per score s·c - m' with
-    c = the blocks' scales times softmax scale·log2(e) (c > 0, so max(s·c) = c·max(s)) and m' the running maximum
-    less log2(448), which makes the exponent P·448 itself, the e4m3 operand (l and acc both carry the 448: it
-    cancels in acc / l). Per-block V scales: acc is kept in units of the last block's V scale (v_run), so the
-    rescale is one multiply per element, as the bf16 rung's alpha, and the MMA adds into acc in place."""
-    k = k_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_D])
-    vt = vt_desc.load([b, hk, 0, start_n]).reshape([HEAD_DV, BLOCK_N])
-    if PER_TENSOR:
-        c = q_scale
-        v_scale = v_run
-    else:
-        c = q_scale * tl.load(SK + bk * NBK + start_n // QB)
-        v_scale = tl.load(SV + bk * NBK + start_n // QB)
-    s = mm(q, tl.trans(k), UPCAST)
+def _fold8(s, vt, acc, m_i, l_i, ratio, c, offs_m, kv, NKV, CAUSAL_OFF, MASK: tl.constexpr, CAUSAL: tl.constexpr,
+           UPCAST: tl.constexpr):
+    """One KV block's raw scores `s` folded into (acc, m, l). Scores stay unscaled until the exponent: one FMA per
+    score s·c - m' with c = the blocks' scales times softmax scale·log2(e) (c > 0, so max(s·c) = c·max(s)) and m'
+    the running maximum less log2(448), which makes the exponent P·448 itself, the e4m3 operand (l and acc both
+    carry the 448: it cancels in acc / l). Per-block V scales: acc is kept in units of the last block's V scale
+    (`ratio` = previous / this block's), so the rescale is one multiply per element, as the bf16 rung's alpha, and
+    the MMA adds into acc in place."""
     if MASK:
-        kv = start_n + tl.arange(0, BLOCK_N)
         keep = kv[None, :] < NKV
         if CAUSAL:
             keep = keep & (kv[None, :] <= offs_m[:, None] + CAUSAL_OFF)
@@ -169,10 +159,43 @@ def _tma_block(q, k_desc, vt_desc, SK, SV, acc, m_i, l_i, v_run, b, hk, bk, star
     p = tl.math.exp2(s * c - (m_use - LOG2_448)[:, None])
     r = tl.math.exp2(m_i - m_use)
     l_i = l_i * r + tl.sum(p, 1)
-    if not PER_TENSOR:
-        r = r * (v_run / v_scale)
-    acc = _dot(to_e4m3(p, vt.dtype, UPCAST), tl.trans(vt), acc * r[:, None], UPCAST)
-    return acc, m_new, l_i, v_scale
+    acc = _dot(to_e4m3(p, vt.dtype, UPCAST), tl.trans(vt), acc * (r * ratio)[:, None], UPCAST)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def _tma_block(qa, qb, k_desc, vt_desc, SK, SV, acc_a, m_a, l_a, acc_b, m_b, l_b, v_run, b, hk, bk, start_n,
+               offs_a, offs_b, q_scale, qb_scale, NKV, NBK, CAUSAL_OFF, MASK: tl.constexpr, CAUSAL: tl.constexpr,
+               SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, QB: tl.constexpr, HEAD_D: tl.constexpr,
+               HEAD_DV: tl.constexpr, PER_TENSOR: tl.constexpr, UPCAST: tl.constexpr):
+    """One KV block of the TMA kernel for the query tile qa, or, SPLIT, for its two halves qa and qb, each with its
+    own (acc, m, l): both QK^T issued before either softmax, so one half's softmax may run under the other's MMA."""
+    k = k_desc.load([b, hk, start_n, 0]).reshape([BLOCK_N, HEAD_D])
+    vt = vt_desc.load([b, hk, 0, start_n]).reshape([HEAD_DV, BLOCK_N])
+    if PER_TENSOR:
+        c = q_scale
+        c_b = qb_scale
+        v_scale = v_run
+        ratio = 1.0
+    else:
+        k_scale = tl.load(SK + bk * NBK + start_n // QB)
+        c = q_scale * k_scale
+        c_b = qb_scale * k_scale
+        v_scale = tl.load(SV + bk * NBK + start_n // QB)
+        ratio = v_run / v_scale
+    kv = start_n + tl.arange(0, BLOCK_N)
+    kt = tl.trans(k)
+    s_a = mm(qa, kt, UPCAST)
+    if SPLIT:
+        s_b = mm(qb, kt, UPCAST)
+        acc_a, m_a, l_a = _fold8(s_a, vt, acc_a, m_a, l_a, ratio, c, offs_a, kv, NKV, CAUSAL_OFF, MASK, CAUSAL,
+                                 UPCAST)
+        acc_b, m_b, l_b = _fold8(s_b, vt, acc_b, m_b, l_b, ratio, c_b, offs_b, kv, NKV, CAUSAL_OFF, MASK, CAUSAL,
+                                 UPCAST)
+    else:
+        acc_a, m_a, l_a = _fold8(s_a, vt, acc_a, m_a, l_a, ratio, c, offs_a, kv, NKV, CAUSAL_OFF, MASK, CAUSAL,
+                                 UPCAST)
+    return acc_a, m_a, l_a, acc_b, m_b, l_b, v_scale
 
 
 @triton.jit
@@ -180,11 +203,13 @@ def tri_fp8_fwd_tma(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sqb, sqh, sqn, skb, sk
                     sob, soh, son, sod, B, HQ, HKV, NQ, NKV, NBQ, NBK, CAUSAL_OFF,
                     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, QB: tl.constexpr,
                     HEAD_D: tl.constexpr, HEAD_DV: tl.constexpr, PER_TENSOR: tl.constexpr, O_FP8: tl.constexpr,
-                    UPCAST: tl.constexpr):
+                    UPCAST: tl.constexpr, SPLIT: tl.constexpr = False):
     """v2: the Hopper rung's loop on the codes: Q, K, Vᵀ through tensor descriptors (TMA), the wholly visible
-    blocks unmasked and software-pipelined (num_stages), the diagonal and the tail masked, heaviest tiles first."""
+    blocks unmasked and software-pipelined (num_stages), the diagonal and the tail masked, heaviest tiles first.
+    SPLIT: the query tile as two halves of BLOCK_M/2 rows (BLOCK_M = 2·QB: each half has its own Q scale)."""
+    ROWS: tl.constexpr = BLOCK_M // 2 if SPLIT else BLOCK_M
     q_desc = tl.make_tensor_descriptor(Q8, shape=[B, HQ, NQ, HEAD_D], strides=[sqb, sqh, sqn, 1],
-                                       block_shape=[1, 1, BLOCK_M, HEAD_D])
+                                       block_shape=[1, 1, ROWS, HEAD_D])
     k_desc = tl.make_tensor_descriptor(K8, shape=[B, HKV, NKV, HEAD_D], strides=[skb, skh, skn, 1],
                                        block_shape=[1, 1, BLOCK_N, HEAD_D])
     vt_desc = tl.make_tensor_descriptor(VT8, shape=[B, HKV, HEAD_DV, NKV], strides=[svb, svh, svd, 1],
@@ -196,32 +221,46 @@ def tri_fp8_fwd_tma(Q8, K8, VT8, SQ, SK, SV, O, qk_scale, sqb, sqh, sqn, skb, sk
     hk = h // (HQ // HKV)
     bk = b * HKV + hk
     m0 = pid_m * BLOCK_M
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    q = q_desc.load([b, h, m0, 0]).reshape([BLOCK_M, HEAD_D])
+    offs_a = m0 + tl.arange(0, ROWS)
+    offs_b = offs_a + ROWS
+    qa = q_desc.load([b, h, m0, 0]).reshape([ROWS, HEAD_D])
+    qb = qa
+    if SPLIT:
+        qb = q_desc.load([b, h, m0 + ROWS, 0]).reshape([ROWS, HEAD_D])
     if PER_TENSOR:
         q_scale = tl.load(SQ) * tl.load(SK) * qk_scale
         v_run = tl.load(SV)
+        qb_scale = q_scale
     else:
         q_scale = tl.load(SQ + bh * NBQ + m0 // QB) * qk_scale
         v_run = 1.0
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DV], tl.float32)
+        qb_scale = tl.load(SQ + bh * NBQ + tl.minimum((m0 + ROWS) // QB, NBQ - 1)) * qk_scale  # SPLIT's 2nd half
+    m_a = tl.full([ROWS], float("-inf"), tl.float32)
+    l_a = tl.zeros([ROWS], tl.float32)
+    acc_a = tl.zeros([ROWS, HEAD_DV], tl.float32)
+    m_b, l_b, acc_b = m_a, l_a, acc_a
     hi = NKV
     full_hi = (NKV // BLOCK_N) * BLOCK_N
     if CAUSAL:
         hi = tl.minimum(NKV, tl.maximum((pid_m + 1) * BLOCK_M + CAUSAL_OFF, 0))
         full_hi = tl.minimum(full_hi, (tl.maximum(m0 + CAUSAL_OFF + 1, 0) // BLOCK_N) * BLOCK_N)
     for start_n in tl.range(0, full_hi, BLOCK_N):
-        acc, m_i, l_i, v_run = _tma_block(q, k_desc, vt_desc, SK, SV, acc, m_i, l_i, v_run, b, hk, bk, start_n,
-                                          offs_m, q_scale, NKV, NBK, CAUSAL_OFF, False, CAUSAL, BLOCK_N, QB, HEAD_D,
-                                          HEAD_DV, PER_TENSOR, UPCAST)
+        acc_a, m_a, l_a, acc_b, m_b, l_b, v_run = _tma_block(
+            qa, qb, k_desc, vt_desc, SK, SV, acc_a, m_a, l_a, acc_b, m_b, l_b, v_run, b, hk, bk, start_n, offs_a,
+            offs_b, q_scale, qb_scale, NKV, NBK, CAUSAL_OFF, False, CAUSAL, SPLIT, BLOCK_N, QB, HEAD_D, HEAD_DV,
+            PER_TENSOR, UPCAST)
     for start_n in tl.range(full_hi, hi, BLOCK_N):
-        acc, m_i, l_i, v_run = _tma_block(q, k_desc, vt_desc, SK, SV, acc, m_i, l_i, v_run, b, hk, bk, start_n,
-                                          offs_m, q_scale, NKV, NBK, CAUSAL_OFF, True, CAUSAL, BLOCK_N, QB, HEAD_D,
-                                          HEAD_DV, PER_TENSOR, UPCAST)
-    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    _store_o(O, acc * (v_run / l_safe)[:, None], b, h, offs_m, sob, soh, son, sod, NQ, HEAD_DV, O_FP8, UPCAST)
+        acc_a, m_a, l_a, acc_b, m_b, l_b, v_run = _tma_block(
+            qa, qb, k_desc, vt_desc, SK, SV, acc_a, m_a, l_a, acc_b, m_b, l_b, v_run, b, hk, bk, start_n, offs_a,
+            offs_b, q_scale, qb_scale, NKV, NBK, CAUSAL_OFF, True, CAUSAL, SPLIT, BLOCK_N, QB, HEAD_D, HEAD_DV,
+            PER_TENSOR, UPCAST)
+    l_safe = tl.where(l_a == 0.0, 1.0, l_a)
+    _store_o(O, acc_a * (v_run / l_safe)[:, None], b, h, offs_a, sob, soh, son, sod, NQ, HEAD_DV, O_FP8,
+             UPCAST)
+    if SPLIT:
+        l_safe = tl.where(l_b == 0.0, 1.0, l_b)
+        out_b = acc_b * (v_run / l_safe)[:, None]
+        _store_o(O, out_b, b, h, offs_b, sob, soh, son, sod, NQ, HEAD_DV, O_FP8, UPCAST)
 
 
 def hadamard(d: int, seed: int, device, dtype) -> torch.Tensor:
@@ -285,7 +324,7 @@ def attend(q8, k8, vt8, scales: tuple, o, scale: float, causal: bool, causal_off
 
         _allocator()
         tri_fp8_fwd_tma[grid](q8, k8, vt8, sq, sk, sv, o, scale * LOG2E, *strides, B, HQ, HKV, NQ, NKV, nbq, nbk,
-                              causal_off, **consts)
+                              causal_off, SPLIT=bool(cfg.get("SPLIT")), **consts)
     else:
         tri_fp8_fwd[grid](q8, k8, vt8, sq, sk, sv, o, scale * LOG2E, *strides, HQ, HQ // HKV, NQ, NKV, nbq, nbk,
                           causal_off, **consts)

@@ -6,13 +6,14 @@ from . import fp8, named, tuning
 from . import interpreting
 from .prefill import INTERPRETER, Bound, _c
 
-# 128-row query tiles (the scale blocks are 128 rows: a tile never straddles two). v2 (TMA=True: tensor descriptors,
-# unmasked pipelined loop) at 128x128 with 3 and 4 stages (fp8 tiles are half a bf16 tile's bytes: 112 and 144 KiB
-# of shared memory at D=128) and 128x64 with 4; v1 (pointer loads) at its former first config, so the tuning at
-# cold start can never choose worse than the last measured kernel.
+# Query tiles of 128 rows or two 128-row halves (a scale block is 128 rows: a tile never straddles two). v2
+# (TMA=True: tensor descriptors, unmasked pipelined loop) at 128x128 with 3 and 4 stages (fp8 tiles are half a bf16
+# tile's bytes: 113 and 145 KiB of shared memory at D=128) and 128x64 with 4; a 256-row tile as two halves (SPLIT:
+# one half's softmax may run under the other's MMA, as the Hopper rung's split; 56 KiB, 216 registers, no spill on
+# sm_90); v1 (pointer loads) at its former first config, so the tuning can always fall back to the measured kernel.
 CUDA = {64: [_c(128, 128, 8, 3, TMA=True), _c(128, 128, 4, 4, TMA=True), _c(128, 64, 4, 3)],
         128: [_c(128, 128, 8, 3, TMA=True), _c(128, 128, 8, 4, TMA=True), _c(128, 64, 8, 4, TMA=True),
-              _c(128, 64, 8, 3)],
+              _c(256, 32, 8, 3, TMA=True, SPLIT=True), _c(128, 64, 8, 3)],
         256: [_c(64, 64, 8, 2, TMA=True), _c(64, 64, 8, 3, TMA=True), _c(64, 64, 8, 2)]}  # 128-row v2 tiles spill
 INTERPRETER_FP8 = [{**c, "TMA": True} for c in INTERPRETER]  # the CPU tests run v2 (v1: tests/test_fp8_tma.py)
 
