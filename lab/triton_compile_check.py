@@ -107,7 +107,7 @@ def cases(quick: bool):
                 name = f"hop_fwd D{d} causal={causal} {sorted(k for k in feats if feats[k])}"
                 yield name, hopper.tri_hop_fwd, bf, dict(
                     CAUSAL=causal, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], HEAD_D=d, HEAD_DV=d,
-                    WS=bool(feats.get("ws")), PERSISTENT=bool(cfg.get("PERSISTENT", feats.get("persistent"))),
+                    WS=bool(cfg.get("WS", feats.get("ws"))), PERSISTENT=bool(cfg.get("PERSISTENT", feats.get("persistent"))),
                     SPLIT=bool(cfg.get("SPLIT")), UPCAST=False), cfg
         f8 = {"Q8": "*fp8e4nv", "K8": "*fp8e4nv", "VT8": "*fp8e4nv", "SQ": "*fp32", "SK": "*fp32", "SV": "*fp32",
               "O": "*bf16", "qk_scale": "fp32"}
@@ -122,7 +122,7 @@ def cases(quick: bool):
         for had, tr in ((True, False), (False, True)):
             yield f"fp8_quant D{d} hadamard={had} transpose={tr}", fp8.tri_fp8_quant, {
                 "X": "*bf16", "M": "*bf16", "CODES": "*fp8e4nv", "SCALES": "*fp32", "inv_sqrt_d": "fp32"}, dict(
-                HADAMARD=had, TRANSPOSE=tr, QB=fp8.QBLOCK, HEAD_D=d, UPCAST=False), {"num_warps": 4}
+                HADAMARD=had, TRANSPOSE=tr, QB=fp8.QBLOCK, HEAD_D=d, UPCAST=False), {"num_warps": fp8.QUANT_WARPS}
         for cfg in decode_step.CUDA:
             for paged in (False, True):
                 yield f"dec_split D{d} paged={paged}", decode.tri_dec_split, {

@@ -40,6 +40,7 @@ def test_the_row_says_which_schedule_the_flagship_ran():
     assert prefill.ran(feats, {"PERSISTENT": True}) == ["persistent", "pipe", "tma", "ws"]
     assert prefill.ran(feats, {"PERSISTENT": False, "SPLIT": True}) == ["pipe", "split", "tma", "ws"]
     assert prefill.ran(_variants()["triton-hopper-persistent"], {}) == ["persistent", "pipe", "tma", "ws"]
+    assert prefill.ran(feats, {"PERSISTENT": False, "WS": False}) == ["pipe", "tma"]  # the 4-warp candidate
 
 
 def test_backward_keeps_the_safe_candidate_first_and_offers_deeper_ones_at_d128():

@@ -153,7 +153,7 @@ def test_every_rung_passes_every_gate(full_rows, case):
         assert r["dispatch_families"] == ["triton-fa2", "triton-hopper"], r["dispatch_kernels"]
         # the flagship tunes persistent on and off (the interpreter takes the first, non-persistent candidate)
         assert r["kernel_config"]["fwd"]["features"] == ["pipe", "tma", "ws"]
-        assert r["kernel_config"]["fwd"]["tuned_features"] == ["persistent", "split"]
+        assert r["kernel_config"]["fwd"]["tuned_features"] == ["persistent", "split", "ws"]
         return
     ok(full_rows[case], FAMILY.get(name, "triton-fa2"))
     if name.startswith("triton-fp8"):  # judged by the fp8 contract against its declared scheme's emulation

@@ -186,7 +186,7 @@ def _allocator() -> None:
 
 def forward(q, k, v, o, lse, scale: float, causal: bool, causal_off: int, cfg: dict, features: dict) -> None:
     """(B, H, N, D) views with unit stride along D (TMA's rule; to_bhnd views of either layout have it). A config's
-    PERSISTENT and SPLIT (the flagship tunes over them) win over the variant's features."""
+    PERSISTENT, SPLIT and WS (the flagship tunes over them) win over the variant's features."""
     import torch
 
     _allocator()
@@ -203,6 +203,6 @@ def forward(q, k, v, o, lse, scale: float, causal: bool, causal_off: int, cfg: d
     tri_hop_fwd[grid](q, k, v, o, lse, scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
                       k.stride(2), v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                       B, HQ, HKV, NQ, NKV, causal_off, CAUSAL=causal, BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], HEAD_D=D,
-                      HEAD_DV=DV, WS=bool(features.get("ws")), PERSISTENT=persistent,
+                      HEAD_DV=DV, WS=bool(cfg.get("WS", features.get("ws"))), PERSISTENT=persistent,
                       UPCAST=upcast(q), SPLIT=bool(cfg.get("SPLIT", False)), num_warps=cfg["num_warps"],
                       num_stages=cfg["num_stages"], **({"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {}))

@@ -188,10 +188,12 @@ def hopper_candidates(device, head_dim: int, features: dict) -> list[dict]:
 # last H200 run's best (-ws-pipe's 128x128, 3 stages: 538 TFLOP/s at the anchor); 128x64 at 2 stages capped at 128
 # registers (96 KiB: two programs per SM, whose softmax and MMAs the warp schedulers interleave); the query tile as
 # two 128-row halves (SPLIT: one half's softmax under the other's P@V wgmma, seen in the PTX); persistent 128x128 at
-# 2 stages (3 is 257 KiB); 128x64 at 3 stages. PERSISTENT in every one, so the row says which schedule won.
+# 2 stages (3 is 257 KiB); 128x64 at 3 stages; one warpgroup on 64x64 tiles at 2 stages (81 KiB, 138 registers: two
+# programs per SM, FA3's two consumer warpgroups as independent programs; WS off: Triton 3.6's warp specialiser fails
+# on this 4-warp loop for sm_90). PERSISTENT in every one, so the row says which schedule won.
 TUNED = {128: [_c(128, 128, 8, 3, PERSISTENT=False), _c(128, 64, 8, 2, PERSISTENT=False, maxnreg=128),
                _c(256, 32, 8, 3, PERSISTENT=False, SPLIT=True), _c(128, 128, 8, 2, PERSISTENT=True),
-               _c(128, 64, 8, 3, PERSISTENT=False)],
+               _c(128, 64, 8, 3, PERSISTENT=False), _c(64, 64, 4, 2, PERSISTENT=False, WS=False)],
          256: [_c(64, 64, 8, 3, PERSISTENT=False), _c(128, 32, 8, 3, PERSISTENT=False),
                _c(64, 64, 8, 2, PERSISTENT=True)]}
 
@@ -199,7 +201,7 @@ TUNED = {128: [_c(128, 128, 8, 3, PERSISTENT=False), _c(128, 64, 8, 2, PERSISTEN
 def ran(features: dict, cfg: dict) -> list[str]:
     """The features a config ran with: the variant's, with what the flagship's tuning chose in place of "tune"."""
     on = {k for k, v in features.items() if v and k != "tune"}
-    for flag in ("PERSISTENT", "SPLIT"):
+    for flag in ("PERSISTENT", "SPLIT", "WS"):
         if flag in cfg:
             on = on - {flag.lower()} | ({flag.lower()} if cfg[flag] else set())
     return sorted(on)
@@ -218,7 +220,7 @@ def hopper(b: Bound, features: dict):
     def choose():
         tag = "hop_" + "_".join(sorted(k for k, v in used.items() if v))
         cfg = tuning.choose(tag, b.key, hopper_candidates(b.q.device, b.q.shape[-1], used), fwd, b.q.device)
-        extra = {"tuned_features": ["persistent", "split"]} if used.get("tune") else {}
+        extra = {"tuned_features": ["persistent", "split", "ws"]} if used.get("tune") else {}
         return {**cfg, "features": ran(used, cfg), **extra}
 
     def first():
