@@ -76,6 +76,41 @@ def test_after_its_first_call_a_launch_skips_the_jit_and_hands_the_launcher_the_
     assert calls[-1][11] is knobs.runtime.launch_enter_hook and calls[-1][10] is not None
 
 
+@interp
+def test_a_direct_launch_the_launcher_refuses_falls_back_to_the_jit_for_good(monkeypatch):
+    from triton.runtime import driver
+
+    from attnbench.backends.triton_kernels import decode
+    from attnbench.backends.triton_kernels.launch import Launch
+
+    calls, stream, refuse = [], [7], [False]
+    fake = _fake_driver(calls, stream)
+
+    class Refusing(fake.launcher_cls):
+        def __init__(self, src, metadata):
+            super().__init__(src, metadata)
+            record = self.launch
+
+            def launch(*args):
+                if refuse[0]:
+                    refuse[0] = False
+                    raise TypeError("this launcher takes other arguments")
+                record(*args)
+            self.launch = launch
+
+    fake.launcher_cls = Refusing
+    monkeypatch.setattr(driver, "_active", fake)
+    fn = triton.jit(decode.tri_dec_reduce.fn)
+    part_o, part_l, o = torch.zeros(4 * 3, 16), torch.zeros(4 * 3), torch.zeros(2, 2, 1, 16, dtype=torch.bfloat16)
+    launch = Launch(fn, (4,), (part_o, part_l, o, *(o.stride(i) for i in (0, 1, 3)), 2, 3),
+                    dict(BLOCK_S=4, HEAD_DV=16, num_warps=4), fast=True)
+    launch()
+    refuse[0] = True
+    launch()  # refused past the JIT: launched by the JIT instead, and by it from now on
+    launch()
+    assert not launch.direct and len(calls) == 3 and all(c[11] is not None for c in calls[1:])  # the JIT's hooks
+
+
 def test_without_fast_every_call_goes_through_the_jit():
     from attnbench.backends.triton_kernels.launch import Launch
 
@@ -150,3 +185,21 @@ def test_direct_launches_equal_the_jits_eager_on_a_side_stream_and_in_a_graph_wi
         launch()
     torch.cuda.synchronize()
     assert torch.equal(outs[0], outs[1])  # the replay read the new values
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@interp
+@pytest.mark.parametrize("launch", ["eager", "graph"])
+def test_the_step_launches_past_the_jit_and_passes_every_gate(launch):
+    from attnbench.backends import registry
+    from attnbench.runner import attempt
+    from attnbench.workloads import Workload
+
+    w = Workload(mode="decode", batch=8, q_len=1, kv_len=4096, q_heads=32, kv_heads=8, head_dim=128,
+                 head_dim_v=128, dtype="bf16", causal=False, launch=launch, fresh_inputs=True)
+    spec = {"op": "attempt", "workload": w.to_dict(), "device": "cuda", "seed": 0,
+            "timing": dict(warmup_s=0.0, warmup_max_s=0.05, min_samples=3, max_samples=4, max_time_s=0.02)}
+    r = attempt.run(spec, {b.name: b for b in registry.builtin()}["triton-decode"], attempt.WorkloadCache())
+    assert r["status"] == "OK", r["reason"]
+    assert r["kernel_config"]["dec"]["launch"] == "direct", r["kernel_config"]

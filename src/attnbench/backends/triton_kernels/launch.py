@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import inspect
+import logging
+
+log = logging.getLogger(__name__)
 
 
 class Launch:
@@ -31,7 +34,21 @@ class Launch:
         if self.fast:
             bound = direct_call(kernel, self.fn, self.grid, self.args, self.kwargs)
             if bound is not None:
-                self._call, self.direct = bound, True
+                self._bound, self.direct = bound, True
+                self._call = self._first_direct
+
+    def _first_direct(self) -> None:
+        """The first launch past the JIT; should the launcher refuse it (a Triton whose launcher takes other
+        arguments), the JIT launches this and every later call, and `direct` says so (the row's config)."""
+        try:
+            self._bound()
+        except Exception as e:  # noqa: BLE001 - any refusal: the JIT's own launch is always right
+            log.warning("%s: a launch past Triton's JIT failed (%s: %s); the JIT launches every call",
+                        getattr(self.fn, "__name__", self.fn), type(e).__name__, str(e)[:200])
+            self.fast, self.direct, self._call = False, False, self._through_jit
+            self._through_jit()
+            return
+        self._call = self._bound
 
 
 def bound_values(fn, args: tuple, kwargs: dict) -> tuple:
