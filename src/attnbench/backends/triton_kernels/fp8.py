@@ -20,6 +20,7 @@ from .common import LOG2E, launch_options, mm, softmax_step
 
 QBLOCK = 128  # rows per scale
 FP8_MAX = 448.0
+QUANT_WARPS = 8  # the quantiser's: at 4 a 128-row block of D=128 spills (255 registers, 296 B stack on sm_90), at 8 not
 LOG2_448 = tl.constexpr(8.807354922057604)  # log2(448): the exponent that makes P·448
 
 
@@ -302,7 +303,7 @@ def quantise(q, k, v, bufs: Buffers, m, up: bool) -> None:
                                           (v, bufs.vt8, bufs.sv, bufs.nbk, False, True)):
         tri_fp8_quant[(nb, B * x.shape[1])](x, m if had else x, codes, scales, x.shape[3] ** -0.5, *x.stride(),
                                             x.shape[1], x.shape[2], nb, bufs.nt, HADAMARD=had, TRANSPOSE=tr,
-                                            QB=QBLOCK, HEAD_D=x.shape[3], UPCAST=up, num_warps=4)
+                                            QB=QBLOCK, HEAD_D=x.shape[3], UPCAST=up, num_warps=QUANT_WARPS)
 
 
 def attend(q8, k8, vt8, scales: tuple, o, scale: float, causal: bool, causal_off: int, cfg: dict,
