@@ -56,6 +56,8 @@ def build(w, inputs, to_bhnd, causal_offset, config: dict):
     def first():
         got = tuning.choose("dec", key, candidates, run, dev)
         ns, launches = plan_of(got)
+        if fast:  # once past the JIT before it is said (a config cached by an earlier attempt has run the JIT only)
+            run(got)
         # how a step launches: "direct" past the JIT (CUDA), "jit" (the interpreter, or a refused direct launch)
         config["dec"] = {**got, "splits": ns, "launch": "direct" if all(x.direct for x in launches) else "jit"}
         chosen[:] = [lambda: run(got)] if not fast else launches
