@@ -39,8 +39,8 @@ step() {  # step NAME SHARE_OF_WHAT_IS_LEFT(%) attnbench-run-args...: one run in
 }
 # 1. GPU tests (correctness through every gate; the first candidate config only: speed is the runs' business)
 t=$SECONDS
-ATTNBENCH_TRITON_TUNE=first timeout $(( $(left) * 22 / 100 )) python3 -m pytest -q -m gpu tests/test_triton_ladder.py \
-  -p no:cacheprovider -q > $D/tests.txt 2>&1
+ATTNBENCH_TRITON_TUNE=first timeout $(( $(left) * 25 / 100 )) python3 -m pytest -q -m gpu tests/test_triton_ladder.py \
+  tests/test_triton_hopper_tuning.py tests/test_decode_launch.py -p no:cacheprovider -q > $D/tests.txt 2>&1
 echo "gpu tests: exit $? after $((SECONDS - t)) s; $(tail -1 $D/tests.txt)"
 grep -E "^(FAILED|ERROR)|Error|assert" $D/tests.txt | head -8
 # 2. the ladder's anchor rows, most telling first: prefill B1 Hq64 Hkv8 N16k (each rung, the vendors), the Hopper
@@ -48,7 +48,7 @@ grep -E "^(FAILED|ERROR)|Error|assert" $D/tests.txt | head -8
 # B8 (eager and graph), fwd+bwd, fp8 codes. One tag: a step cut by its limit leaves the rest to a rerun (resume).
 step prefill 35 --grid ladder --where batch=1 --where q_heads=64 --modes prefill --dtype bf16 \
   --backends $VENDORS,triton-fa2,triton-hopper,triton-fp8,triton-fa1,triton-fp8-incoherent
-step ablation 35 --grid ablation --backends triton-hopper-base,triton-hopper-ws,triton-hopper-ws-pipe,triton-hopper,$VENDORS
+step ablation 35 --grid ablation --backends triton-hopper-base,triton-hopper-ws,triton-hopper-ws-pipe,triton-hopper-persistent,triton-hopper,$VENDORS
 step decode 40 --grid ladder --modes decode --where batch=8 --backends $VENDORS,triton-decode${CUDNN_FE:+,cudnn-fe}
 step fwdbwd 50 --grid ladder --modes train_fwd_bwd --backends $VENDORS,triton-fa2,triton-hopper
 step fp8 40 --grid ladder --dtype fp8_e4m3 --backends triton-fp8${CUDNN_FE:+,cudnn-fe}
@@ -66,6 +66,16 @@ if [ "${MODEL:-1}" = 1 ] && [ $(left) -gt 110 ]; then
   python3 -m attnbench model --show --db $D/model.sqlite > $D/model.txt 2>&1
 else
   echo "model: skipped ($(left) s left; it wants 110)"
+fi
+# 3b. the mechanism of the rungs (issue 39's counters on issue 41's kernels): FA1 -> FA2 DRAM bytes, the Hopper
+# variants' tensor-pipe and SFU shares, on the anchor rows already timed (no re-timing; EXPLAIN=0 skips it)
+if [ "${EXPLAIN:-1}" = 1 ] && [ $(left) -gt 45 ]; then
+  t=$SECONDS
+  timeout $(( $(left) - 20 )) python3 -m attnbench explain $DB --where batch=1 --where q_heads=64 --where mode=prefill \
+    --where dtype=bf16 --backend triton-fa1,triton-fa2,triton-hopper-base,triton-hopper-ws-pipe,triton-hopper,sdpa-cudnn,fa4 \
+    > $D/explain.txt 2>&1
+  echo "explain: exit $? after $((SECONDS - t)) s; $(tail -1 $D/explain.txt)"
+  python3 -m attnbench export --db $DB --table counters --out $D/counters.jsonl > /dev/null 2>&1 || echo "no counters"
 fi
 # 4. the figures
 python3 -m attnbench export --db $DB --out $D/ladder.jsonl.gz > /dev/null 2>&1 || echo "export failed"
