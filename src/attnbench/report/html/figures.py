@@ -144,6 +144,7 @@ def perf_lines(frame: pd.DataFrame, panels: list[str], metric: str, ceiling: flo
     if ceiling:  # once the panels are placed: the right axis's ticks depend on the panel's height
         for ax in axes[:, panels.index("throughput")]:
             percent_axis(ax, ceiling)
+    _unplaced_blank_labels(fig)
     return fig
 
 
@@ -274,6 +275,15 @@ def _legend_cols(fig: Figure, handles, most: int) -> int:
     return 1
 
 
+def _unplaced_blank_labels(fig: Figure) -> None:
+    """An axis whose label is empty (inner panels) gets a fixed label position: placed automatically, each draw
+    measured the tick labels of the axis again for a label that draws nothing."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if not axis.label.get_text():
+                axis.set_label_coords(0.5, 0.5)  # inside the panel: never widens a bounding box
+
+
 def _cell_grid(ax, rows: list, cols: list, row_label: str, col_label: str) -> None:
     ax.set_xticks(range(len(cols)), [length_text(c) for c in cols])
     ax.set_yticks(range(len(rows)), [str(r) for r in rows])
@@ -291,7 +301,7 @@ def _blank_cells(ax, cells: pd.DataFrame, rows: list, cols: list) -> None:
     for r in cells.itertuples(index=False):
         x, y = cols.index(r.kv_len), rows.index(r.batch)
         measured = r.status != NOT_MEASURED
-        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="white" if measured else "0.88",
+        ax.add_artist(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="white" if measured else "0.88",
                                edgecolor="0.35" if measured else "0.6", lw=0.9, ls="--" if measured else "-"))
 
 
@@ -351,6 +361,7 @@ def speedup_heatmaps(frame: pd.DataFrame, baseline: str, heading: str, x_label: 
         bar = fig.colorbar(image, cax=cax, ticks=[-2, -1, 0, 1, 2])
         bar.ax.set_yticklabels(tick_text)
         bar.set_label(f"speedup over {baseline}")
+    _unplaced_blank_labels(fig)
     return fig
 
 
@@ -366,7 +377,7 @@ def fastest_map(frame: pd.DataFrame, heading: str, colors: dict[str, str], x_lab
     for r in won.itertuples(index=False):
         x, y = cols.index(r.kv_len), rows.index(r.batch)
         hatch = None if r.separated and not r.noisy else ("////" if not r.separated else "..")
-        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=colors[r.best], alpha=0.9 if hatch is None else 0.45,
+        ax.add_artist(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=colors[r.best], alpha=0.9 if hatch is None else 0.45,
                                edgecolor="white", lw=1.5, hatch=hatch))
         ax.text(x, y, f"{r.best}\n{us_text(r.median_us)}", ha="center", va="center", fontsize=8)
     _blank_cells(ax, frame[frame["status"] != ""], rows, cols)
@@ -379,4 +390,5 @@ def fastest_map(frame: pd.DataFrame, heading: str, colors: dict[str, str], x_lab
     fig.legend(handles=handles, loc="lower center", ncols=ncols, frameon=False, borderaxespad=0.3)
     title(fig, heading)
     _place(fig, axes, right_axis=[False], legend_rows=math.ceil(len(handles) / ncols))
+    _unplaced_blank_labels(fig)
     return fig
