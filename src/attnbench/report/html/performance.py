@@ -100,9 +100,11 @@ def _lines_table(ctx: Context, key: dict, wl: pd.DataFrame, lines: pd.DataFrame)
     blanks = d.blanks[(d.blanks["label"] == key["label"]) & d.blanks["workload_key"].isin(wl["workload_key"])]
     blank = {(r.workload_key, r.backend): Blank(r.status, f"{r.status}: {r.reason or ''}")
              for r in blanks.itertuples(index=False)}
-    med = {(r.workload_key, r.backend): r.median_us for r in lines.itertuples(index=False)}
+    # the five columns read, not every column of the lines (a tuple of each row's every value per pass)
+    cells = list(lines[["workload_key", "backend", "median_us", "value", "pct_ceiling"]].itertuples(index=False))
+    med = {(r.workload_key, r.backend): r.median_us for r in cells}
     won = {r.workload_key: r for r in in_slice(d.won, key).itertuples(index=False)}
-    thr = {(r.workload_key, r.backend): (r.value, r.pct_ceiling) for r in lines.itertuples(index=False)}
+    thr = {(r.workload_key, r.backend): (r.value, r.pct_ceiling) for r in cells}
     rows, seen = [], set()
     for w in wl.sort_values(["batch", "kv_len"]).itertuples(index=False):
         row = {"batch": w.batch, "kv_len": w.kv_len}
