@@ -9,6 +9,7 @@ import matplotlib
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.transforms import IdentityTransform, blended_transform_factory
 
 from attnbench.report.html.figures import STYLE, backend_colors, perf_lines, plain_log_axis
 
@@ -53,7 +54,42 @@ def test_percent_axis_is_drawn_on_the_panel_with_the_secondary_axis_ticks_and_la
             assert drawn.keys() == want.keys(), (drawn, want)
             for k, y in want.items():
                 assert drawn[k] == pytest.approx(y, rel=1e-9, abs=1e-12)
+            # its label where the secondary axis puts its own, to a thousandth of a point
+            mine = next(t for t in ax.texts if t.get_text() == "% of ceiling")
+            sec.set_ylabel("% of ceiling")
+            fig.savefig(io.BytesIO(), format="svg")  # drawn at 72 dpi: the label placed in those pixels
+            dpi = fig.dpi
+            fig.set_dpi(72)
+            a = mine.get_transform().transform(mine.get_position())
+            b = sec.yaxis.label.get_transform().transform(sec.yaxis.label.get_position())
+            fig.set_dpi(dpi)
+            assert (mine.get_ha(), mine.get_va(), mine.get_rotation()) == (
+                sec.yaxis.label.get_ha(), sec.yaxis.label.get_va(), sec.yaxis.label.get_rotation())
+            assert a == pytest.approx(b, abs=1e-3), (a, b)
             sec.remove()
+
+
+def test_y_labels_sit_where_matplotlib_places_them_without_placing_them_at_draw():
+    with matplotlib.rc_context(STYLE):
+        fig = perf_lines(_frame(40.0), ["time", "throughput"], "TFLOP/s", 989.0, "matmul", "N", "a heading",
+                         backend_colors(["flex", "sdpa-flash", "sdpa-math"]))
+        fig.savefig(io.BytesIO(), format="svg")
+        placed = [ax.yaxis.label.get_position() for ax in fig.axes]
+        fixed = [ax.yaxis._autolabelpos for ax in fig.axes]
+        dpi = fig.dpi
+        fig.set_dpi(72)  # an SVG is drawn at 72 dpi, where matplotlib places a label in pixels
+        shown = [ax.yaxis.label.get_transform().transform(p) for ax, p in zip(fig.axes, placed)]
+        for ax in fig.axes:  # matplotlib's own placement, from the drawn tick labels
+            ax.yaxis._autolabelpos = True
+            ax.yaxis.label.set_transform(blended_transform_factory(IdentityTransform(), ax.transAxes))  # its own
+            ax.yaxis.set_label_position("left")
+        fig.savefig(io.BytesIO(), format="svg")
+        fig.set_dpi(72)
+        auto = [ax.yaxis.label.get_transform().transform(ax.yaxis.label.get_position()) for ax in fig.axes]
+        fig.set_dpi(dpi)
+    assert not any(fixed)  # no label placed at draw time
+    for s, a in zip(shown, auto):
+        assert s == pytest.approx(a, abs=1e-3), (s, a)
 
 
 def test_a_log_axis_makes_ticks_only_inside_its_view():

@@ -175,6 +175,8 @@ def percent_axis(ax, ceiling: float) -> None:
     """The right-hand "% of ceiling" axis of a throughput panel, drawn on the panel itself: its spine, ticks, tick
     labels and label where matplotlib's secondary_yaxis puts them (the same locator and formatter over the same
     limits), without a second Axes per panel (its creation and its draw were a sixth of a report's figure time)."""
+    from matplotlib.textpath import text_to_path  # as the SVG renderer measures text
+
     fig = ax.get_figure()
     lo, hi = ax.get_ylim()
     plo, phi = 100 * lo / ceiling, 100 * hi / ceiling
@@ -201,7 +203,7 @@ def percent_axis(ax, ceiling: float) -> None:
         ax.text(1.0, y, text, transform=ax.get_yaxis_transform() + shift, ha="left", va="center_baseline",
                 fontsize=size, color=mpl.rcParams["ytick.labelcolor"] if mpl.rcParams["ytick.labelcolor"] != "inherit"
                 else mpl.rcParams["ytick.color"], clip_on=False)
-        widest = max(widest, _text_pt(text, size)[0])
+        widest = max(widest, text_to_path.get_text_width_height_descent(text, FontProperties(size=size), False)[0])
     right = tick_len + pad + widest + mpl.rcParams["axes.labelpad"]
     ax.text(1.0, 0.5, "% of ceiling", transform=ax.transAxes + ScaledTranslation(right / 72, 0, fig.dpi_scale_trans),
             rotation=90, rotation_mode="anchor", ha="center", va="top", fontsize=mpl.rcParams["axes.labelsize"],
@@ -276,12 +278,34 @@ def _legend_cols(fig: Figure, handles, most: int) -> int:
 
 
 def _unplaced_blank_labels(fig: Figure) -> None:
-    """An axis whose label is empty (inner panels) gets a fixed label position: placed automatically, each draw
-    measured the tick labels of the axis again for a label that draws nothing."""
+    """Axis labels at fixed positions, so that a draw does not measure an axis's tick labels a second time to place
+    its label: an empty label (inner panels) inside its panel, where it never widens a bounding box; a y label on
+    the left where matplotlib would put it, its label pad left of the widest tick label in view (measured as the
+    SVG renderer measures text)."""
+    from matplotlib.textpath import text_to_path
+
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             if not axis.label.get_text():
-                axis.set_label_coords(0.5, 0.5)  # inside the panel: never widens a bounding box
+                axis.set_label_coords(0.5, 0.5)
+        y = ax.yaxis
+        if not y.label.get_text() or y.get_label_position() != "left" or not y.get_visible():
+            continue
+        lo, hi = sorted(y.get_view_interval())
+        locs = list(y.get_majorticklocs())
+        texts = y.get_major_formatter().format_ticks(locs) if locs else []
+        span = (hi - lo) * 1e-10
+        ticks = [t for v, t in zip(locs, texts) if lo - span <= v <= hi + span and t]
+        prop = FontProperties(size=mpl.rcParams["ytick.labelsize"])
+        major = y.get_major_ticks(1)[0] if ticks else None
+        if ticks and not (major.label1.get_visible() and major.tick1line.get_visible()):
+            continue  # hidden labels or ticks: left to matplotlib
+        widest = max((text_to_path.get_text_width_height_descent(t, prop, ismath=False)[0] for t in ticks),
+                     default=None)
+        if widest is None:
+            continue
+        out = mpl.rcParams["ytick.major.size"] + mpl.rcParams["ytick.major.pad"] + widest + y.labelpad
+        y.set_label_coords(0.0, 0.5, transform=ax.transAxes + ScaledTranslation(-out / 72, 0, fig.dpi_scale_trans))
 
 
 def _cell_grid(ax, rows: list, cols: list, row_label: str, col_label: str) -> None:
