@@ -2,20 +2,20 @@
 memory against length, speedup heatmaps over batch × length, and the fastest backend per cell."""
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 
 import numpy as np
 import pandas as pd
-import matplotlib as mpl
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
-from matplotlib.lines import TICKRIGHT, Line2D
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import (FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator,
-                               ScalarFormatter)
-from matplotlib.transforms import ScaledTranslation
+from matplotlib.ticker import FixedFormatter, FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+from .axis_marks import InViewLog, fixed_label_positions, percent_axis
 
 # every figure is drawn under this style; SVG text as paths, so a figure looks alike without its fonts. A
 # panel title sits at the top of its panel (axes.titley), where it sat anyway: no figure has ticks or an offset
@@ -53,19 +53,6 @@ def _length_axis(ax, lengths) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: length_text(v)))
 
 
-class _InViewLog(LogLocator):
-    """LogLocator's ticks inside the view only: an axis makes a tick (five artists) for every location its locator
-    gives, drawn or not, and LogLocator gives a decade beyond each end (a quarter of a log axis's ticks)."""
-
-    def __call__(self):
-        lo, hi = sorted(self.axis.get_view_interval())
-        locs = super().__call__()
-        if not lo > 0:
-            return locs
-        span = (math.log10(hi) - math.log10(lo)) * 1e-6  # looser than the axis's own test: it drops the rest
-        return [v for v in locs if v > 0 and math.log10(lo) - span <= math.log10(v) <= math.log10(hi) + span]
-
-
 def plain_log_axis(ax) -> None:
     """A log y axis labelled as plain numbers (no 6×10² minor labels): 10, 20, 50, 100, ... over up to
     2.5 decades, 10, 100, 1,000, ... over more. No minor ticks: unlabelled, they were four fifths of a
@@ -73,7 +60,7 @@ def plain_log_axis(ax) -> None:
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
     wide = lo > 0 and math.log10(hi / lo) > 2.5
-    ax.yaxis.set_major_locator(_InViewLog(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_locator(InViewLog(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_minor_formatter(NullFormatter())
@@ -144,7 +131,7 @@ def perf_lines(frame: pd.DataFrame, panels: list[str], metric: str, ceiling: flo
     if ceiling:  # once the panels are placed: the right axis's ticks depend on the panel's height
         for ax in axes[:, panels.index("throughput")]:
             percent_axis(ax, ceiling)
-    _unplaced_blank_labels(fig)
+    fixed_label_positions(fig)
     return fig
 
 
@@ -171,55 +158,19 @@ def _curves(frame: pd.DataFrame, cols: list[str]) -> dict:
     return out
 
 
-def percent_axis(ax, ceiling: float) -> None:
-    """The right-hand "% of ceiling" axis of a throughput panel, drawn on the panel itself: its spine, ticks, tick
-    labels and label where matplotlib's secondary_yaxis puts them (the same locator and formatter over the same
-    limits), without a second Axes per panel (its creation and its draw were a sixth of a report's figure time)."""
-    from matplotlib.textpath import text_to_path  # as the SVG renderer measures text
-
-    fig = ax.get_figure()
-    lo, hi = ax.get_ylim()
-    plo, phi = 100 * lo / ceiling, 100 * hi / ceiling
-    height_pt = ax.get_position().height * fig.get_size_inches()[1] * 72
-    size = mpl.rcParams["ytick.labelsize"]
-    size = FontProperties(size=size).get_size_in_points()
-    locator = MaxNLocator(nbins=max(min(int(height_pt // (size * 2)), 9), 1), steps=[1, 2, 2.5, 5, 10])
-    span = (phi - plo) * 1e-10
-    ticks = [p for p in locator.tick_values(plo, phi) if plo - span <= p <= phi + span]
-    formatter = ScalarFormatter()
-    formatter.create_dummy_axis()
-    formatter.axis.set_view_interval(plo, phi)
-    formatter.axis.set_data_interval(plo, phi)
-    labels = formatter.format_ticks(ticks)
-    ax.spines["right"].set_visible(True)
-    tick_len, pad = mpl.rcParams["ytick.major.size"], mpl.rcParams["ytick.major.pad"]
-    ys = [p * ceiling / 100 for p in ticks]
-    ax.add_artist(Line2D([1.0] * len(ys), ys, transform=ax.get_yaxis_transform(), ls="none", marker=TICKRIGHT,
-                         ms=tick_len, mew=mpl.rcParams["ytick.major.width"], color=mpl.rcParams["ytick.color"],
-                         clip_on=False))
-    shift = ScaledTranslation((tick_len + pad) / 72, 0, fig.dpi_scale_trans)
-    widest = 0.0
-    for y, text in zip(ys, labels):
-        ax.text(1.0, y, text, transform=ax.get_yaxis_transform() + shift, ha="left", va="center_baseline",
-                fontsize=size, color=mpl.rcParams["ytick.labelcolor"] if mpl.rcParams["ytick.labelcolor"] != "inherit"
-                else mpl.rcParams["ytick.color"], clip_on=False)
-        widest = max(widest, text_to_path.get_text_width_height_descent(text, FontProperties(size=size), False)[0])
-    right = tick_len + pad + widest + mpl.rcParams["axes.labelpad"]
-    ax.text(1.0, 0.5, "% of ceiling", transform=ax.transAxes + ScaledTranslation(right / 72, 0, fig.dpi_scale_trans),
-            rotation=90, rotation_mode="anchor", ha="center", va="top", fontsize=mpl.rcParams["axes.labelsize"],
-            clip_on=False)
-
-
 def _text_pt(text: str, size: float) -> tuple[float, float]:
     """Width and height (points) of one line of text at `size` points in the figures' font."""
+    return _measured(text, FontProperties(size=size))
+
+
+@functools.lru_cache(maxsize=4096)  # the same few texts (tick labels, legend entries) in every figure
+def _measured(text: str, prop: FontProperties) -> tuple[float, float]:
     global _MEASURE
     if _MEASURE is None:
         from matplotlib.backends.backend_agg import RendererAgg
 
         _MEASURE = RendererAgg(1, 1, 72)  # at 72 dpi a pixel is a point
-    from matplotlib.font_manager import FontProperties
-
-    w, h, _ = _MEASURE.get_text_width_height_descent(text, FontProperties(size=size), ismath=False)
+    w, h, _ = _MEASURE.get_text_width_height_descent(text, prop, ismath=False)
     return w, h
 
 
@@ -277,40 +228,12 @@ def _legend_cols(fig: Figure, handles, most: int) -> int:
     return 1
 
 
-def _unplaced_blank_labels(fig: Figure) -> None:
-    """Axis labels at fixed positions, so that a draw does not measure an axis's tick labels a second time to place
-    its label: an empty label (inner panels) inside its panel, where it never widens a bounding box; a y label on
-    the left where matplotlib would put it, its label pad left of the widest tick label in view (measured as the
-    SVG renderer measures text)."""
-    from matplotlib.textpath import text_to_path
-
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            if not axis.label.get_text():
-                axis.set_label_coords(0.5, 0.5)
-        y = ax.yaxis
-        if not y.label.get_text() or y.get_label_position() != "left" or not y.get_visible():
-            continue
-        lo, hi = sorted(y.get_view_interval())
-        locs = list(y.get_majorticklocs())
-        texts = y.get_major_formatter().format_ticks(locs) if locs else []
-        span = (hi - lo) * 1e-10
-        ticks = [t for v, t in zip(locs, texts) if lo - span <= v <= hi + span and t]
-        prop = FontProperties(size=mpl.rcParams["ytick.labelsize"])
-        major = y.get_major_ticks(1)[0] if ticks else None
-        if ticks and not (major.label1.get_visible() and major.tick1line.get_visible()):
-            continue  # hidden labels or ticks: left to matplotlib
-        widest = max((text_to_path.get_text_width_height_descent(t, prop, ismath=False)[0] for t in ticks),
-                     default=None)
-        if widest is None:
-            continue
-        out = mpl.rcParams["ytick.major.size"] + mpl.rcParams["ytick.major.pad"] + widest + y.labelpad
-        y.set_label_coords(0.0, 0.5, transform=ax.transAxes + ScaledTranslation(-out / 72, 0, fig.dpi_scale_trans))
-
-
 def _cell_grid(ax, rows: list, cols: list, row_label: str, col_label: str) -> None:
-    ax.set_xticks(range(len(cols)), [length_text(c) for c in cols])
-    ax.set_yticks(range(len(rows)), [str(r) for r in rows])
+    # what set_xticks(positions, labels) sets, without labelling every tick now: the draw labels them anyway
+    ax.xaxis.set_major_locator(FixedLocator(range(len(cols))))
+    ax.xaxis.set_major_formatter(FixedFormatter([length_text(c) for c in cols]))
+    ax.yaxis.set_major_locator(FixedLocator(range(len(rows))))
+    ax.yaxis.set_major_formatter(FixedFormatter([str(r) for r in rows]))
     ax.set_xlim(-0.5, len(cols) - 0.5)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlabel(col_label)
@@ -385,7 +308,7 @@ def speedup_heatmaps(frame: pd.DataFrame, baseline: str, heading: str, x_label: 
         bar = fig.colorbar(image, cax=cax, ticks=[-2, -1, 0, 1, 2])
         bar.ax.set_yticklabels(tick_text)
         bar.set_label(f"speedup over {baseline}")
-    _unplaced_blank_labels(fig)
+    fixed_label_positions(fig)
     return fig
 
 
@@ -414,5 +337,5 @@ def fastest_map(frame: pd.DataFrame, heading: str, colors: dict[str, str], x_lab
     fig.legend(handles=handles, loc="lower center", ncols=ncols, frameon=False, borderaxespad=0.3)
     title(fig, heading)
     _place(fig, axes, right_axis=[False], legend_rows=math.ceil(len(handles) / ncols))
-    _unplaced_blank_labels(fig)
+    fixed_label_positions(fig)
     return fig
