@@ -94,6 +94,7 @@ def perf_lines(frame: pd.DataFrame, panels: list[str], metric: str, ceiling: flo
     axes = fig.subplots(len(batches), len(panels), squeeze=False, sharex=True)
     lengths = frame["kv_len"].unique()
     curves = _curves(frame, [PANELS[name][0] for name in panels])
+    _length_axis(axes[0][0], lengths)  # the panels share x: scale, locator and formatter set once for all
     for i, b in enumerate(batches):
         for j, name in enumerate(panels):
             ax = axes[i][j]
@@ -111,7 +112,6 @@ def perf_lines(frame: pd.DataFrame, panels: list[str], metric: str, ceiling: flo
                 if ceiling:
                     ax.axhline(ceiling, color="black", ls=":", lw=1.2)
                 ax.set_ylim(bottom=0)
-            _length_axis(ax, lengths)
             ax.set_title(f"B = {b}: {ylabel.split(' (')[0]}", loc="left")
             ax.set_ylabel(ylabel)
             if i == len(batches) - 1:
