@@ -106,13 +106,15 @@ def migrate(db: Path, src: Path) -> float | None:
 
 
 def measure(src: Path, args: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, peak RSS (GB) and CPU seconds (user + system, every thread) of one attnbench command in a
-    fresh child process. On a shared host the wall moves with the others' load; the CPU time much less."""
+    """Wall seconds, peak RSS (GB) and CPU seconds (user + system, every thread, and of the processes it started:
+    report's drawing processes) of one attnbench command in a fresh child process; the peak is the command's own
+    (its drawing processes hold less). On a shared host the wall moves with the others' load; the CPU time less."""
     code = ("import resource, runpy, sys, time; t = time.perf_counter(); sys.argv = ['attnbench'] + sys.argv[1:]\n"
             "try:\n    runpy.run_module('attnbench', run_name='__main__')\nexcept SystemExit as e:\n"
             "    assert not e.code, e.code\n"
-            "u = resource.getrusage(resource.RUSAGE_SELF)\n"
-            "print(time.perf_counter() - t, u.ru_maxrss, u.ru_utime + u.ru_stime, file=sys.stderr)")
+            "u, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(time.perf_counter() - t, u.ru_maxrss, u.ru_utime + u.ru_stime + c.ru_utime + c.ru_stime, "
+            "file=sys.stderr)")
     env = {**os.environ, "PYTHONPATH": str(src), "COLUMNS": "100"}
     p = subprocess.run([sys.executable, "-c", code, *args], env=env, text=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE)

@@ -50,7 +50,15 @@ def _length_axis(ax, lengths) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(sorted(set(lengths))))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: length_text(v)))
+    ax.xaxis.set_major_formatter(FuncFormatter(_length_tick))
+
+
+def _length_tick(v, _pos) -> str:  # module-level formatters: a figure pickles (drawn in another process)
+    return length_text(v)
+
+
+def _plain_tick(v, _pos) -> str:
+    return f"{v:,.0f}" if v >= 1 else f"{v:g}"
 
 
 def plain_log_axis(ax) -> None:
@@ -61,7 +69,7 @@ def plain_log_axis(ax) -> None:
     lo, hi = ax.get_ylim()
     wide = lo > 0 and math.log10(hi / lo) > 2.5
     ax.yaxis.set_major_locator(InViewLog(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(_plain_tick))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_minor_formatter(NullFormatter())
 

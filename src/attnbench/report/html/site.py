@@ -14,7 +14,7 @@ from ... import __version__
 from . import pages
 from .context import Context
 from .data import SiteData
-from .figure_files import FigureFiles
+from .figure_files import FigureFiles, drawing_workers
 from .figures import STYLE
 from .markup import e, page
 from .pages import methodology
@@ -53,22 +53,28 @@ def _copy_assets(root: Path) -> None:
         (root / "assets" / name).write_bytes((src / name).read_bytes())
 
 
-def build(data: SiteData, root: Path, title: str, pdf: bool = False) -> dict:
+def build(data: SiteData, root: Path, title: str, pdf: bool = False, workers: int | None = None) -> dict:
     """Write every page of the site (pages.PAGES, those that apply) into the empty directory `root`, each figure's
-    PDF too when `pdf`; returns counts of what was written."""
+    PDF too when `pdf`; figures drawn by `workers` other processes (None: drawing_workers()); returns counts."""
     footer = _footer(data)
-    figs = FigureFiles(root, [f"{label}={p}" for label, p in data.paths.items()], pdf)
+    figs = FigureFiles(root, [f"{label}={p}" for label, p in data.paths.items()], pdf,
+                       workers=drawing_workers() if workers is None else workers, style=STYLE)
     ctx = Context(data, figs)
     _copy_assets(root)
-    with matplotlib.rc_context(STYLE):
-        nav = pages.nav(data)
-        links = pages.links(nav)
-        ctx.docs = methodology.copy_docs(root, title, footer, links)
-        for p, file in nav:
-            t0 = time.perf_counter()
-            html = page(file, p.TITLE, p.body(ctx), title, footer, pages=links)
-            (root / file).write_text(html, encoding="utf-8")
-            log.info("%s: %.1f s", file, time.perf_counter() - t0)
+    done = False
+    try:
+        with matplotlib.rc_context(STYLE):
+            nav = pages.nav(data)
+            links = pages.links(nav)
+            ctx.docs = methodology.copy_docs(root, title, footer, links)
+            for p, file in nav:
+                t0 = time.perf_counter()
+                html = page(file, p.TITLE, p.body(ctx), title, footer, pages=links)
+                (root / file).write_text(html, encoding="utf-8")
+                log.info("%s: %.1f s", file, time.perf_counter() - t0)
+        done = True
+    finally:
+        figs.close(wait=done)  # every figure on disk before the site is put in place
     (root / MARKER).write_text(f"attnbench {__version__}\n")
     return {"pages": len(nav) + len(ctx.docs), "figures": figs.count}
 
